@@ -1,0 +1,387 @@
+"""Run a user's script as ``python script.py`` would, with memory probes at each step.
+
+The runner is the engine under ``torchmem run`` and ``torchmem doctor``. It executes the
+script in a fresh ``__main__`` module with the script's own ``sys.argv`` and
+``sys.path[0]``, finds training steps (:mod:`torchmem.doctor.steps`), takes a cheap
+reading at every step boundary, samples a timeline with a background
+:class:`~torchmem.collect.monitor.Monitor`, and calls :class:`Probe` objects that do the
+deeper analysis. Whatever way the script ends (return, exception, ``sys.exit``,
+Ctrl-C, out of memory, ``--steps`` reached), the result is a :class:`RunResult` with
+the script's exit code.
+
+Cost per step: one ``mallinfo2`` call (~10-70 us, grows with the number of free heap
+chunks), one RSS read (~5 us), and for each initialised CUDA device
+``memory_allocated``/``memory_reserved`` (no device synchronisation).
+
+Known limitations:
+    * Scripts that call ``os._exit`` end the process before any report is written.
+    * Steps are only found through ``optimizer.step()``, ``backward()`` or top-level
+      module forwards; a loop that does none of those has no steps (the run summary
+      still shows the timeline).
+    * Threads started by the script are not waited for beyond what the script does.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import sys
+import time
+import traceback
+import types
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Sequence
+
+import torch
+
+from torchmem import __version__
+from torchmem.doctor.steps import StepHooks, UserFrames
+from torchmem.doctor.target import Target, load_target
+from torchmem.model.capture import Capture, Finding, Growth, StepRecord, StorageSummary
+
+__all__ = ["Target", "Probe", "Outcome", "Run", "RunResult", "run_script", "StopRun"]
+
+
+class StopRun(BaseException):
+    """Raised inside the script to stop it cleanly (``--steps`` reached).
+
+    A ``BaseException`` so that the script's own ``except Exception`` blocks let it pass;
+    its ``finally`` blocks and context managers still run.
+    """
+
+
+class Probe:
+    """Base class for analyses that run alongside a script. Override what you need."""
+
+    def on_start(self, run: "Run") -> None:
+        """Called before the script's first line runs."""
+
+    def on_step(self, run: "Run", step: int, frame: FrameType | None) -> None:
+        """Called at each step boundary in the script's thread (``run.steps[-1]`` is fresh)."""
+
+    def on_event(self, run: "Run", name: str, info: dict[str, Any]) -> None:
+        """Called for ``backward``, ``zero_grad``, ``empty_cache`` and ``step_source``."""
+
+    def on_finish(self, run: "Run", outcome: "Outcome") -> None:
+        """Called once after the script ended, however it ended."""
+
+
+@dataclass
+class Outcome:
+    """How the script ended.
+
+    Attributes:
+        kind: ``ok``, ``exception``, ``exit``, ``interrupt``, ``oom`` or ``max_steps``.
+        exit_code: what ``python script.py`` would have exited with.
+        exc: the exception that ended the script (with its traceback), if any.
+        frame: for exceptions, the innermost frame of user code in the traceback.
+    """
+
+    kind: str
+    exit_code: int
+    exc: BaseException | None = None
+    frame: FrameType | None = None
+
+    @property
+    def error(self) -> str | None:
+        """One line naming the exception, or None."""
+        if self.exc is None or self.kind in ("ok", "exit", "max_steps"):
+            return None
+        text = str(self.exc).strip().splitlines()
+        first = text[0] if text else ""
+        return f"{type(self.exc).__name__}: {first}" if first else type(self.exc).__name__
+
+
+def _is_oom(exc: BaseException) -> bool:
+    oom_type = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    if isinstance(exc, MemoryError) or (oom_type is not None and isinstance(exc, oom_type)):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def _cuda_devices() -> list[int]:
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return []
+    return list(range(torch.cuda.device_count()))
+
+
+class Run:
+    """The live state of one run, handed to probes.
+
+    Attributes:
+        target: what runs.
+        argv: the script's ``sys.argv``.
+        script_path: absolute path of the code that runs.
+        main_globals: the script's ``__main__`` namespace (live while it runs).
+        steps: one :class:`StepRecord` per step of the active step source.
+        step_source: ``optimizer``, ``backward``, ``forward`` or ``none``.
+        devices: devices seen holding memory.
+        started: ``time.time()`` at start.
+        frames: the user-frame filter (``frames.is_user_file(filename)``).
+    """
+
+    def __init__(self, target: Target, argv: list[str], script_path: str,
+                 main_globals: dict[str, Any], probes: Sequence[Probe],
+                 max_steps: int | None) -> None:
+        self.target = target
+        self.argv = argv
+        self.script_path = script_path
+        self.main_globals = main_globals
+        self.probes = list(probes)
+        self.max_steps = max_steps
+        self.steps: list[StepRecord] = []
+        self.step_source = "none"
+        self.devices: set[str] = {"cpu"}
+        self.started = time.time()
+        self._t0 = time.perf_counter()
+        self.frames = UserFrames()
+        self.monitor: Any = None
+        self.probe_errors: list[str] = []
+        self._stop_requested = False
+        from torchmem.collect import cpu as _cpu  # cheap readers, no CUDA init
+        self._heap = _cpu.heap_bytes
+        self._rss = _cpu.rss_bytes
+
+    def request_stop(self) -> None:
+        """Ask the run to stop at the next step boundary (like ``--steps``)."""
+        self._stop_requested = True
+
+    def reading(self) -> StepRecord:
+        """Take the cheap per-step reading (no device synchronisation)."""
+        used: dict[str, int] = {}
+        reserved: dict[str, int] = {}
+        heap = self._heap()
+        used["cpu"] = heap if heap is not None else self._rss()
+        for index in _cuda_devices():
+            name = f"cuda:{index}"
+            self.devices.add(name)
+            used[name] = int(torch.cuda.memory_allocated(index))
+            reserved[name] = int(torch.cuda.memory_reserved(index))
+        return StepRecord(step=len(self.steps) + 1, time=time.perf_counter() - self._t0,
+                          used=used, reserved=reserved, rss=self._rss())
+
+    # -- callbacks from StepHooks ------------------------------------------------
+    def _dispatch(self, method: str, *args: Any) -> None:
+        for probe in self.probes:
+            try:
+                getattr(probe, method)(self, *args)
+            except StopRun:
+                raise
+            except Exception as err:  # noqa: BLE001 - a probe must never break the script
+                self.probe_errors.append(f"{type(probe).__name__}.{method}: {type(err).__name__}: {err}")
+
+    def _on_step(self, source: str, frame: FrameType | None) -> None:
+        record = self.reading()
+        self.steps.append(record)
+        if self.monitor is not None:
+            self.monitor.step(record.step)
+        self._dispatch("on_step", record.step, frame)
+        if self._stop_requested or (self.max_steps is not None and record.step >= self.max_steps):
+            raise StopRun(f"stopped after {record.step} steps")
+
+    def _on_event(self, name: str, info: dict[str, Any]) -> None:
+        if name == "step_source":
+            self.step_source = info["source"]
+            self.steps.clear()
+        self._dispatch("on_event", name, info)
+
+
+@dataclass
+class RunResult:
+    """What a run produced (plain data; the script's objects are gone)."""
+
+    exit_code: int
+    outcome: str
+    error: str | None
+    argv: list[str]
+    started_at: str
+    duration_s: float
+    steps: list[StepRecord]
+    step_source: str
+    devices: list[str]
+    peak: dict[str, int]
+    timeline: dict[str, list[float]] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_capture(self, tool: str, *, findings: Sequence[Finding] = (),
+                   growth: Sequence[Growth] = (), top_storages: Sequence[StorageSummary] = (),
+                   bytes_by_role: dict[str, int] | None = None,
+                   notes: Sequence[str] = ()) -> Capture:
+        """Build the versioned :class:`Capture` of this run."""
+        return Capture(
+            tool=tool, version=__version__, argv=tuple(self.argv), started_at=self.started_at,
+            duration_s=round(self.duration_s, 4), exit_code=self.exit_code, outcome=self.outcome,
+            error=self.error, step_source=self.step_source, devices=tuple(self.devices),
+            steps=tuple(self.steps), peak=dict(self.peak), timeline=dict(self.timeline),
+            growth=tuple(growth), findings=tuple(findings), top_storages=tuple(top_storages),
+            bytes_by_role=dict(bytes_by_role or {}), notes=tuple(self.notes) + tuple(notes),
+            environment=dict(self.environment),
+        )
+
+
+def _environment() -> dict[str, str]:
+    env = {"python": platform.python_version(), "torch": torch.__version__,
+           "platform": platform.platform(terse=True), "torchmem": __version__}
+    for index in _cuda_devices():
+        env[f"cuda:{index}"] = torch.cuda.get_device_name(index)
+    return env
+
+
+def _trim_traceback(exc: BaseException) -> types.TracebackType | None:
+    """Drop torchmem's own frames from the top of a traceback (the exec call)."""
+    tb = exc.__traceback__
+    here = os.path.dirname(os.path.abspath(__file__))
+    while tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == here:
+        tb = tb.tb_next
+    return tb
+
+
+def _innermost_user_frame(tb: types.TracebackType | None, frames: UserFrames) -> FrameType | None:
+    found = None
+    while tb is not None:
+        if frames.is_user_file(tb.tb_frame.f_code.co_filename):
+            found = tb.tb_frame
+        tb = tb.tb_next
+    return found
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # what Python itself does with a non-int code
+    return 1
+
+
+def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int | None = None,
+               monitor_interval: float | None = 0.05) -> RunResult:
+    """Run ``target`` to completion under the step hooks and probes.
+
+    Args:
+        target: the script path or module and its arguments.
+        probes: analyses called at start, each step, each event and the end.
+        max_steps: stop the script cleanly after this many steps (outcome ``max_steps``).
+        monitor_interval: seconds between background samples; ``None`` disables the Monitor.
+
+    Returns:
+        A :class:`RunResult`. Exceptions raised *by the script* are printed (as Python
+        would) and reflected in ``outcome``/``exit_code``, never re-raised.
+
+    Raises:
+        InputError, ScriptError: the script could not be started (missing, syntax error...).
+    """
+    loaded = load_target(target)
+    argv = [loaded.argv0, *target.args]
+    main = types.ModuleType("__main__")
+    main.__dict__.update(loaded.main_attrs)
+    main.__dict__["__builtins__"] = __builtins__
+    run = Run(target, argv, loaded.filename, main.__dict__, probes, max_steps)
+
+    saved_argv, saved_path0 = sys.argv, (sys.path[0] if sys.path else None)
+    saved_main = sys.modules.get("__main__")
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    outcome = Outcome("ok", 0)
+    monitor = None
+    if monitor_interval:
+        from torchmem.collect.monitor import Monitor
+        monitor = Monitor(interval=monitor_interval, device="cpu")
+        run.monitor = monitor
+    sys.argv = argv
+    if sys.path:
+        sys.path[0] = loaded.sys_path0
+    else:
+        sys.path.append(loaded.sys_path0)
+    sys.modules["__main__"] = main
+    try:
+        with StepHooks(run._on_step, run._on_event, run.frames):
+            run._dispatch("on_start")
+            if monitor is not None:
+                monitor.start()
+            try:
+                exec(loaded.code, main.__dict__)
+            except StopRun as exc:
+                outcome = Outcome("max_steps", 0, exc)
+            except SystemExit as exc:
+                outcome = Outcome("exit", _exit_code(exc), exc)
+            except KeyboardInterrupt as exc:
+                outcome = Outcome("interrupt", 130, exc, _innermost_user_frame(exc.__traceback__, run.frames))
+            except BaseException as exc:  # noqa: BLE001 - the script's own error
+                kind = "oom" if _is_oom(exc) else "exception"
+                outcome = Outcome(kind, 1, exc, _innermost_user_frame(exc.__traceback__, run.frames))
+            finally:
+                if monitor is not None:
+                    monitor.stop()
+                sys.stdout.flush()
+            if outcome.exc is not None and outcome.kind in ("exception", "oom", "interrupt"):
+                sys.stderr.flush()
+                traceback.print_exception(type(outcome.exc), outcome.exc, _trim_traceback(outcome.exc))
+                sys.stderr.flush()
+            run._dispatch("on_finish", outcome)
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+    duration = time.time() - run.started
+    peak = _peaks(run, monitor)
+    timeline = _timeline(monitor)
+    notes = [f"probe error: {e}" for e in run.probe_errors]
+    result = RunResult(
+        exit_code=outcome.exit_code, outcome=outcome.kind, error=outcome.error, argv=argv,
+        started_at=started_at, duration_s=duration, steps=list(run.steps),
+        step_source=run.step_source, devices=sorted(run.devices), peak=peak,
+        timeline=timeline, environment=_environment(), notes=notes,
+    )
+    # Drop every reference to the script's namespace and frames: its tensors must die here.
+    outcome.exc = None
+    outcome.frame = None
+    main.__dict__.clear()
+    return result
+
+
+def _peaks(run: Run, monitor: Any) -> dict[str, int]:
+    peak: dict[str, int] = {}
+    for record in run.steps:
+        for device, value in record.used.items():
+            peak[device] = max(peak.get(device, 0), value)
+    if monitor is not None:
+        timeline = monitor.timeline
+        for device, value in _timeline_peaks(timeline).items():
+            peak[device] = max(peak.get(device, 0), value)
+    for index in _cuda_devices():
+        name = f"cuda:{index}"
+        peak[name] = max(peak.get(name, 0), int(torch.cuda.max_memory_allocated(index)))
+    return peak
+
+
+def _timeline_peaks(timeline: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for sample in getattr(timeline, "samples", ()):
+        for reading in getattr(sample, "readings", ()):
+            used = reading.used
+            if used is not None:
+                out[reading.device] = max(out.get(reading.device, 0), int(used))
+    return out
+
+
+def _timeline(monitor: Any) -> dict[str, list[float]]:
+    if monitor is None:
+        return {}
+    series: dict[str, list[float]] = {"t": [], "step": []}
+    samples = list(getattr(monitor.timeline, "samples", ()))
+    if not samples:
+        return {}
+    t0 = samples[0].time
+    for sample in samples:
+        series["t"].append(round(sample.time - t0, 4))
+        series["step"].append(float(sample.step if sample.step is not None else 0))
+        for reading in sample.readings:
+            if reading.used is not None:
+                series.setdefault(reading.device, []).append(float(reading.used))
+    return series
