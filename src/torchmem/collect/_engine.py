@@ -1,0 +1,289 @@
+"""Private engine: count the bytes of tensor storages created while it runs.
+
+A :class:`~torch.utils._python_dispatch.TorchDispatchMode` sees every aten op that
+returns a tensor, factories (``torch.empty``, ``zeros``, ``randn``...) and the ops
+autograd runs during backward included (the mode is thread-local state that autograd
+propagates to its worker threads). For each output whose untyped storage is new -- not
+one of the op's inputs' storages and not already counted -- the engine adds the
+storage's ``nbytes`` and keeps a ``weakref.ref`` to the untyped storage with a callback
+that subtracts them when the storage is freed. It never holds a strong reference: the
+user's memory is freed exactly when it would be without torchmem.
+
+The public face is :class:`torchmem.Tracker`; this module is one engine shared by all
+trackers: the mode is pushed once per thread (on the outermost tracker's ``__enter__``)
+and popped on its ``__exit__``.
+
+Cost (``benchmarks/collectors.py``): one Python call per aten op, plus about 1-2 us per
+output tensor; a new storage also costs one weakref (about 1 us and ~150 bytes held
+until the storage dies).
+
+Known limitations:
+    * Scratch buffers an op allocates and frees inside its own kernel are not tensors
+      the dispatcher returns, so they are not counted (e.g. matmul workspaces); the
+      CUDA path of the Tracker, which reads the allocator, does see them.
+    * Storages made outside the dispatcher are not seen: ``torch.load``,
+      ``torch.from_numpy`` (numpy's memory), ``UntypedStorage(n)``, tensors built by C++
+      extensions that bypass aten, and ops run on threads the mode was not pushed on
+      (their frees are seen).
+    * ``torch.compile``'d regions run under a dispatch mode fall back to eager.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["engine", "Engine", "EngineCounter"]
+
+_ALWAYS_NEW = {
+    # torch.tensor(data) builds the tensor outside the dispatcher, then passes it through
+    # lift_fresh: the output *is* the input, but its storage is newly allocated.
+    "aten::lift_fresh",
+    "aten::lift_fresh_copy",
+}
+
+
+class _StorageRef(weakref.ref):  # type: ignore[type-arg]
+    __slots__ = ("key", "nbytes", "dev")
+
+
+_OpInfo = tuple  # (written positions, written kwarg names, output always new)
+
+
+def _op_info(func: Any) -> _OpInfo:
+    """Positions and keyword names of the tensor arguments ``func`` writes to, and
+    whether its output storage is always a new one."""
+    positions: list[int] = []
+    names: list[str] = []
+    try:
+        always_new = func.name() in _ALWAYS_NEW
+        arguments = func._schema.arguments
+    except AttributeError:
+        return (), (), False
+    for i, arg in enumerate(arguments):
+        info = arg.alias_info
+        if info is not None and info.is_write:
+            if arg.kwarg_only:
+                names.append(arg.name)
+            else:
+                positions.append(i)
+    return tuple(positions), tuple(names), always_new
+
+
+def _tensors(value: Any, out: list[torch.Tensor]) -> None:
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            if isinstance(v, torch.Tensor):
+                out.append(v)
+            elif isinstance(v, (tuple, list)):
+                _tensors(v, out)
+
+
+def _key(t: torch.Tensor) -> int | None:
+    try:
+        return int(t.untyped_storage()._cdata)
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return None
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, engine: Engine) -> None:
+        super().__init__()
+        self._engine = engine
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        engine = self._engine
+        info = engine._written.get(func)
+        if info is None:
+            info = engine._written[func] = _op_info(func)
+        before: dict[int, int] | None = None
+        if info[0] or info[1]:
+            before = engine._sizes_before(args, kwargs, info)
+        out = func(*args, **kwargs)
+        engine._after(info[2], args, kwargs, out, before)
+        return out
+
+
+class EngineCounter:
+    """The engine's live/peak bytes for one device type (the Tracker's counter protocol)."""
+
+    def __init__(self, engine: Engine, dev: str) -> None:
+        self._engine = engine
+        self._dev = dev
+
+    def current(self) -> int:
+        return self._engine.live.get(self._dev, 0)
+
+    def peak(self) -> int:
+        return self._engine.peak.get(self._dev, 0)
+
+    def reset_peak(self) -> None:
+        with self._engine._lock:
+            self._engine.peak[self._dev] = self._engine.live.get(self._dev, 0)
+
+
+class Engine:
+    """Bytes of storages created while active, per device type (``"cpu"``, ``"mps"``...).
+
+    Attributes:
+        live: device type -> bytes of counted storages still alive.
+        peak: device type -> highest ``live`` since the last ``reset_peak``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._refs: dict[int, _StorageRef] = {}
+        self._users: dict[str, int] = {}
+        self._written: dict[Any, _OpInfo] = {}
+        self._tls = threading.local()
+        self.live: dict[str, int] = {}
+        self.peak: dict[str, int] = {}
+
+    # -- life cycle ----------------------------------------------------------------
+    def acquire(self, dev: str) -> EngineCounter:
+        """Start counting storages of device type ``dev`` on this thread."""
+        with self._lock:
+            self._users[dev] = self._users.get(dev, 0) + 1
+            self.live.setdefault(dev, 0)
+            self.peak.setdefault(dev, 0)
+        depth = getattr(self._tls, "depth", 0)
+        if depth == 0:
+            mode = _Mode(self)
+            mode.__enter__()
+            self._tls.mode = mode
+        self._tls.depth = depth + 1
+        return EngineCounter(self, dev)
+
+    def release(self, dev: str) -> None:
+        """Undo one :meth:`acquire` (same thread); forget ``dev`` when its last user goes."""
+        depth = getattr(self._tls, "depth", 0)
+        if depth == 1:
+            mode = self._tls.mode
+            self._tls.mode = None
+            mode.__exit__(None, None, None)
+        self._tls.depth = max(depth - 1, 0)
+        dropped: list[_StorageRef] = []
+        with self._lock:
+            users = self._users.get(dev, 0) - 1
+            if users > 0:
+                self._users[dev] = users
+                return
+            self._users.pop(dev, None)
+            for key, ref in list(self._refs.items()):
+                if ref.dev == dev:
+                    dropped.append(self._refs.pop(key))
+            self.live.pop(dev, None)
+            self.peak.pop(dev, None)
+        del dropped  # dropping the refs cancels their callbacks (outside the lock)
+
+    @property
+    def tracked(self) -> int:
+        """Number of storages currently counted."""
+        return len(self._refs)
+
+    # -- per op --------------------------------------------------------------------
+    def _sizes_before(self, args: Any, kwargs: Any, info: Any) -> dict[int, int]:
+        written: list[torch.Tensor] = []
+        for i in info[0]:
+            if i < len(args):
+                _tensors(args[i], written)
+        for name in info[1]:
+            if name in kwargs:
+                _tensors(kwargs[name], written)
+        sizes: dict[int, int] = {}
+        for t in written:
+            try:
+                st = t.untyped_storage()
+                sizes[int(st._cdata)] = int(st.nbytes())
+            except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+                pass
+        return sizes
+
+    def _after(
+        self, always_new: bool, args: Any, kwargs: Any, out: Any, before: dict[int, int] | None
+    ) -> None:
+        outputs: list[torch.Tensor] = []
+        _tensors(out, outputs)
+        if not outputs:
+            return
+        inputs: set[int] | None = None
+        for t in outputs:
+            try:
+                st = t.untyped_storage()
+            except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+                continue
+            key = int(st._cdata)
+            ref = self._refs.get(key)
+            if ref is not None:
+                if before is not None and key in before:
+                    self._resized(ref, int(st.nbytes()))
+                continue
+            if before is not None and key in before:
+                # an input the op wrote to; a grown storage was reallocated by the op
+                if int(st.nbytes()) > before[key]:
+                    self._add(st, key)
+                continue
+            if not always_new:
+                if inputs is None:
+                    inputs = self._input_keys(args, kwargs)
+                if key in inputs:
+                    continue  # a view of, or an in-place result on, an input
+            self._add(st, key)
+
+    @staticmethod
+    def _input_keys(args: Any, kwargs: Any) -> set[int]:
+        tensors: list[torch.Tensor] = []
+        _tensors(args, tensors)
+        if kwargs:
+            _tensors(tuple(kwargs.values()), tensors)
+        keys: set[int] = set()
+        for t in tensors:
+            k = _key(t)
+            if k is not None:
+                keys.add(k)
+        return keys
+
+    def _add(self, st: Any, key: int) -> None:
+        dev = st.device.type
+        if dev not in self._users:
+            return  # meta/fake storages, or a device no tracker asked for
+        n = int(st.nbytes())
+        ref = _StorageRef(st, self._on_free)  # allocate before taking the lock
+        ref.key, ref.nbytes, ref.dev = key, n, dev
+        with self._lock:
+            if dev not in self._users:
+                return
+            self._refs[key] = ref
+            live = self.live[dev] + n
+            self.live[dev] = live
+            if live > self.peak[dev]:
+                self.peak[dev] = live
+
+    def _resized(self, ref: _StorageRef, nbytes: int) -> None:
+        with self._lock:
+            grow = nbytes - ref.nbytes
+            if not grow or ref.dev not in self.live:
+                return
+            ref.nbytes = nbytes
+            live = self.live[ref.dev] + grow
+            self.live[ref.dev] = live
+            if live > self.peak[ref.dev]:
+                self.peak[ref.dev] = live
+
+    def _on_free(self, ref: _StorageRef) -> None:
+        with self._lock:
+            if self._refs.get(ref.key) is ref:
+                del self._refs[ref.key]
+                if ref.dev in self.live:
+                    self.live[ref.dev] -= ref.nbytes
+
+
+#: the process-wide engine every Tracker shares
+engine = Engine()
