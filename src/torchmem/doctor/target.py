@@ -60,6 +60,9 @@ def _compile(source: bytes, filename: str, shown: str) -> CodeType:
         if err.offset:
             where += f":{err.offset}"
         msg = err.msg or "invalid syntax"
+        if "null bytes" in msg:
+            raise InputError(f"{shown} is not a Python source file: it contains null bytes",
+                             tip="is it a binary or a compiled file?") from None
         if "codec can't decode" in msg or "encoding" in msg.lower():
             raise InputError(
                 f"cannot decode {shown}: {msg}; expected UTF-8 or a PEP 263 coding line",
