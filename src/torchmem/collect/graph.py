@@ -89,14 +89,16 @@ def saved_tensors(node: Any) -> list[torch.Tensor]:
 
 def iter_nodes(roots: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
     """Yield every node reachable from ``roots`` (grad_fn objects), each once, breadth first."""
-    seen: set[int] = set()
+    # id -> node: holding the node wrappers while walking keeps their ids from being
+    # reused by the wrappers that next_functions creates for other nodes
+    seen: dict[int, Any] = {}
     queue: deque[Any] = deque(r for r in roots if r is not None)
     count = 0
     while queue:
         node = queue.popleft()
         if id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         yield node
         count += 1
         if limit is not None and count >= limit:
