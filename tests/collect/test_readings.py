@@ -39,10 +39,10 @@ def test_heap_sees_a_tensor_allocation_and_its_free_to_the_byte_range() -> None:
     base = cpu.heap_bytes()
     x = torch.empty(64 * MiB, dtype=torch.uint8)
     grown = cpu.heap_bytes() - base
-    # the storage, plus at most a few KiB of malloc headers and tensor metadata
-    assert 64 * MiB <= grown < 64 * MiB + 64 * 1024
+    # the storage, give or take the KiB of other C allocations made meanwhile
+    assert abs(grown - 64 * MiB) < 256 * 1024
     del x
-    assert abs(cpu.heap_bytes() - base) < 64 * 1024
+    assert abs(cpu.heap_bytes() - base) < 256 * 1024
 
 
 def test_rss_grows_when_pages_are_touched() -> None:
