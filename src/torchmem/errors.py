@@ -15,6 +15,7 @@ __all__ = [
     "ScriptError",
     "ReleasedTensorError",
     "DeviceError",
+    "BudgetError",
 ]
 
 
@@ -78,3 +79,10 @@ class ReleasedTensorError(RuntimeError, TorchmemError):
         RuntimeError.__init__(self, message)
         self.message = message
         self.tip = tip
+
+
+class BudgetError(TorchmemError, MemoryError):
+    """Work does not fit the memory budget even at its smallest size (one chunk row,
+    the smallest batch). It subclasses :class:`MemoryError` so OOM handlers catch it."""
+
+    exit_code = 1
