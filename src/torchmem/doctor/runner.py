@@ -137,12 +137,31 @@ class Run:
         self.started = time.time()
         self._t0 = time.perf_counter()
         self.frames = UserFrames()
-        self.monitor: Any = None
+        self.monitors: dict[str, Any] = {}
+        self.timelines: list[Any] = []
+        self.monitor_interval: float | None = None
         self.probe_errors: list[str] = []
         self._stop_requested = False
         from torchmem.collect import cpu as _cpu  # cheap readers, no CUDA init
         self._heap = _cpu.heap_bytes
         self._rss = _cpu.rss_bytes
+
+    def add_monitor(self, device: str) -> None:
+        """Start sampling ``device`` in the background (no-op without an interval)."""
+        if self.monitor_interval is None or device in self.monitors:
+            return
+        from torchmem.collect.monitor import Monitor
+
+        monitor = Monitor(interval=self.monitor_interval, device=device)
+        self.monitors[device] = monitor
+        monitor.start()
+
+    def stop_monitors(self) -> None:
+        """Stop every sampler and keep their timelines."""
+        for monitor in self.monitors.values():
+            if monitor.running:
+                self.timelines.append(monitor.stop())
+        self.monitors.clear()
 
     def request_stop(self) -> None:
         """Ask the run to stop at the next step boundary (like ``--steps``)."""
@@ -175,8 +194,11 @@ class Run:
     def _on_step(self, source: str, frame: FrameType | None) -> None:
         record = self.reading()
         self.steps.append(record)
-        if self.monitor is not None:
-            self.monitor.step(record.step)
+        for device in record.used:
+            if device not in self.monitors and self.monitor_interval is not None:
+                self.add_monitor(device)
+        for monitor in self.monitors.values():
+            monitor.step(record.step, sample=False)
         self._dispatch("on_step", record.step, frame)
         if self._stop_requested or (self.max_steps is not None and record.step >= self.max_steps):
             raise StopRun(f"stopped after {record.step} steps")
@@ -286,11 +308,9 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     saved_main = sys.modules.get("__main__")
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     outcome = Outcome("ok", 0)
-    monitor = None
     if monitor_interval:
-        from torchmem.collect.monitor import Monitor
-        monitor = Monitor(interval=monitor_interval, device="cpu")
-        run.monitor = monitor
+        run.monitor_interval = monitor_interval
+        run.add_monitor("cpu")
     sys.argv = argv
     if sys.path:
         sys.path[0] = loaded.sys_path0
@@ -300,8 +320,6 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     try:
         with StepHooks(run._on_step, run._on_event, run.frames):
             run._dispatch("on_start")
-            if monitor is not None:
-                monitor.start()
             try:
                 exec(loaded.code, main.__dict__)
             except StopRun as exc:
@@ -314,8 +332,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
                 kind = "oom" if _is_oom(exc) else "exception"
                 outcome = Outcome(kind, 1, exc, _innermost_user_frame(exc.__traceback__, run.frames))
             finally:
-                if monitor is not None:
-                    monitor.stop()
+                run.stop_monitors()
                 sys.stdout.flush()
             if outcome.exc is not None and outcome.kind in ("exception", "oom", "interrupt"):
                 sys.stderr.flush()
@@ -323,14 +340,15 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
                 sys.stderr.flush()
             run._dispatch("on_finish", outcome)
     finally:
+        run.stop_monitors()
         sys.argv = saved_argv
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
     duration = time.time() - run.started
-    peak = _peaks(run, monitor)
-    timeline = _timeline(monitor)
+    peak = _peaks(run)
+    timeline = _timeline(run.timelines)
     notes = [f"probe error: {e}" for e in run.probe_errors]
     result = RunResult(
         exit_code=outcome.exit_code, outcome=outcome.kind, error=outcome.error, argv=argv,
@@ -345,43 +363,33 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     return result
 
 
-def _peaks(run: Run, monitor: Any) -> dict[str, int]:
+def _peaks(run: Run) -> dict[str, int]:
     peak: dict[str, int] = {}
     for record in run.steps:
         for device, value in record.used.items():
             peak[device] = max(peak.get(device, 0), value)
-    if monitor is not None:
-        timeline = monitor.timeline
-        for device, value in _timeline_peaks(timeline).items():
-            peak[device] = max(peak.get(device, 0), value)
+    for timeline in run.timelines:
+        value = timeline.peak_used
+        if value is not None:
+            peak[timeline.device] = max(peak.get(timeline.device, 0), int(value))
     for index in _cuda_devices():
         name = f"cuda:{index}"
         peak[name] = max(peak.get(name, 0), int(torch.cuda.max_memory_allocated(index)))
     return peak
 
 
-def _timeline_peaks(timeline: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for sample in getattr(timeline, "samples", ()):
-        for reading in getattr(sample, "readings", ()):
-            used = reading.used
-            if used is not None:
-                out[reading.device] = max(out.get(reading.device, 0), int(used))
-    return out
-
-
-def _timeline(monitor: Any) -> dict[str, list[float]]:
-    if monitor is None:
-        return {}
-    series: dict[str, list[float]] = {"t": [], "step": []}
-    samples = list(getattr(monitor.timeline, "samples", ()))
-    if not samples:
-        return {}
-    t0 = samples[0].time
-    for sample in samples:
-        series["t"].append(round(sample.time - t0, 4))
-        series["step"].append(float(sample.step if sample.step is not None else 0))
-        for reading in sample.readings:
-            if reading.used is not None:
-                series.setdefault(reading.device, []).append(float(reading.used))
+def _timeline(timelines: Sequence[Any]) -> dict[str, list[float]]:
+    """Flatten the CPU timeline (and per-device ones) into plain series for the capture."""
+    series: dict[str, list[float]] = {}
+    for timeline in timelines:
+        samples = [s for s in timeline.samples if s.used is not None]
+        if not samples:
+            continue
+        if "t" not in series:
+            t0 = samples[0].time
+            series["t"] = [round(s.time - t0, 4) for s in samples]
+            series["step"] = [float(s.step if s.step is not None else 0) for s in samples]
+            series[timeline.device] = [float(s.used) for s in samples]
+        else:  # other devices: their own sampling times are close enough to share the axis
+            series[timeline.device] = [float(s.used) for s in samples][: len(series["t"])]
     return series
