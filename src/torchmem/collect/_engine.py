@@ -143,6 +143,7 @@ class Engine:
         self._users: dict[str, int] = {}
         self._written: dict[Any, _OpInfo] = {}
         self._tls = threading.local()
+        self._warm = False
         self.live: dict[str, int] = {}
         self.peak: dict[str, int] = {}
 
@@ -158,6 +159,11 @@ class Engine:
             mode = _Mode(self)
             mode.__enter__()
             self._tls.mode = mode
+            if not self._warm:
+                # torch imports its Python-dispatch machinery on the first op a mode
+                # sees (seconds, once per process): pay it here, before any baseline.
+                self._warm = True
+                torch.empty(0).add_(0)
         self._tls.depth = depth + 1
         return EngineCounter(self, dev)
 

@@ -157,7 +157,16 @@ def resolve_device(device: DeviceLike = None) -> str:
 def _exact_tensor_bytes(device: str) -> int:
     from torchmem.collect.live import live_tensor_bytes
 
-    return int(live_tensor_bytes(device))
+    total = 0
+    for key, nbytes in live_tensor_bytes().items():
+        kind, _, index = key.partition(":")
+        if kind in ("cpu", "mps"):
+            key = kind  # a CPU/MPS storage may report "cpu:0"/"mps:0"
+        elif not index:
+            key = f"{kind}:0"
+        if key == device:
+            total += int(nbytes)
+    return total
 
 
 def read(device: DeviceLike = None, *, exact: bool = False) -> Reading:
