@@ -72,6 +72,16 @@ def test_views_and_inplace_ops_allocate_nothing() -> None:
     del v, s, tt
 
 
+def test_set_onto_an_existing_storage_allocates_nothing() -> None:
+    y = torch.empty(100)
+    with torchmem.track("cpu") as t:
+        x = torch.empty(0)
+        x.set_(y.untyped_storage())
+        parts = x.split(10)  # a view op returning a list
+    assert t.delta == 0 and len(parts) == 10
+    del x, parts
+
+
 def test_out_variant_growing_an_existing_tensor_counts_the_new_storage() -> None:
     out = torch.empty(0)
     a = torch.ones(256)

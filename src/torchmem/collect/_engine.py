@@ -51,19 +51,28 @@ class _StorageRef(weakref.ref):  # type: ignore[type-arg]
     __slots__ = ("key", "nbytes", "dev")
 
 
-_OpInfo = tuple  # (written positions, written kwarg names, output always new)
+# How the engine treats an op, decided once per OpOverload from its schema:
+_SKIP = 0  # views and in-place ops: the outputs are (aliases of) inputs, never new storage
+_NEW = 1  # functional ops: an output storage that is not an input's is new
+_SIZED = 2  # out= variants and resize ops: a written argument's storage may be reallocated
+_FRESH = 3  # lift_fresh: the output is the input, but a newly allocated one
+_RESIZING = {"aten::resize_", "aten::resize_as_", "aten::_resize_output_", "aten::set_"}
+_OpInfo = tuple  # (kind, written positions, written kwarg names)
 
 
 def _op_info(func: Any) -> _OpInfo:
-    """Positions and keyword names of the tensor arguments ``func`` writes to, and
-    whether its output storage is always a new one."""
+    """Classify ``func`` (see ``_SKIP``/``_NEW``/``_SIZED``/``_FRESH``) from its schema."""
+    try:
+        schema = func._schema
+        name = schema.name
+        arguments = schema.arguments
+        returns = schema.returns
+    except AttributeError:
+        return (_NEW, (), ())
+    if name in _ALWAYS_NEW:
+        return (_FRESH, (), ())
     positions: list[int] = []
     names: list[str] = []
-    try:
-        always_new = func.name() in _ALWAYS_NEW
-        arguments = func._schema.arguments
-    except AttributeError:
-        return (), (), False
     for i, arg in enumerate(arguments):
         info = arg.alias_info
         if info is not None and info.is_write:
@@ -71,7 +80,13 @@ def _op_info(func: Any) -> _OpInfo:
                 names.append(arg.name)
             else:
                 positions.append(i)
-    return tuple(positions), tuple(names), always_new
+    if names or name in _RESIZING:
+        return (_SIZED, tuple(positions), tuple(names))
+    if positions:
+        return (_SKIP, (), ())  # in-place on its own inputs: storages unchanged
+    if returns and all(r.alias_info is not None for r in returns):
+        return (_SKIP, (), ())  # views
+    return (_NEW, (), ())
 
 
 def _tensors(value: Any, out: list[torch.Tensor]) -> None:
@@ -98,16 +113,25 @@ class _Mode(TorchDispatchMode):
         self._engine = engine
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
+        if kwargs is None:
+            kwargs = {}
         engine = self._engine
-        info = engine._written.get(func)
+        info = engine._ops.get(func)
         if info is None:
-            info = engine._written[func] = _op_info(func)
-        before: dict[int, int] | None = None
-        if info[0] or info[1]:
+            info = engine._ops[func] = _op_info(func)
+        kind = info[0]
+        if kind == _SKIP:
+            return func(*args, **kwargs)
+        if kind == _SIZED:
             before = engine._sizes_before(args, kwargs, info)
+            out = func(*args, **kwargs)
+            engine._after(False, args, kwargs, out, before)
+            return out
         out = func(*args, **kwargs)
-        engine._after(info[2], args, kwargs, out, before)
+        if type(out) is torch.Tensor or isinstance(out, torch.Tensor):
+            engine._after_one(kind == _FRESH, args, out)
+        else:
+            engine._after(kind == _FRESH, args, kwargs, out, None)
         return out
 
 
@@ -141,7 +165,7 @@ class Engine:
         self._lock = threading.RLock()
         self._refs: dict[int, _StorageRef] = {}
         self._users: dict[str, int] = {}
-        self._written: dict[Any, _OpInfo] = {}
+        self._ops: dict[Any, _OpInfo] = {}
         self._tls = threading.local()
         self._warm = False
         self.live: dict[str, int] = {}
@@ -197,10 +221,10 @@ class Engine:
     # -- per op --------------------------------------------------------------------
     def _sizes_before(self, args: Any, kwargs: Any, info: Any) -> dict[int, int]:
         written: list[torch.Tensor] = []
-        for i in info[0]:
+        for i in info[1]:
             if i < len(args):
                 _tensors(args[i], written)
-        for name in info[1]:
+        for name in info[2]:
             if name in kwargs:
                 _tensors(kwargs[name], written)
         sizes: dict[int, int] = {}
@@ -243,17 +267,37 @@ class Engine:
                     continue  # a view of, or an in-place result on, an input
             self._add(st, key)
 
+    def _after_one(self, always_new: bool, args: Any, t: torch.Tensor) -> None:
+        """:meth:`_after` for the common case of one tensor output and no written args."""
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+            return
+        key = st._cdata
+        if key in self._refs:
+            return
+        if not always_new:
+            for a in args:
+                if isinstance(a, torch.Tensor):
+                    if _key(a) == key:
+                        return
+                elif isinstance(a, (list, tuple)) and key in self._input_keys(a, None):
+                    return
+        self._add(st, key)
+
     @staticmethod
     def _input_keys(args: Any, kwargs: Any) -> set[int]:
-        tensors: list[torch.Tensor] = []
-        _tensors(args, tensors)
-        if kwargs:
-            _tensors(tuple(kwargs.values()), tensors)
+        values = list(args) + (list(kwargs.values()) if kwargs else [])
         keys: set[int] = set()
-        for t in tensors:
-            k = _key(t)
-            if k is not None:
-                keys.add(k)
+        for v in values:
+            items = v if isinstance(v, (list, tuple)) else (v,)
+            for item in items:
+                if isinstance(item, torch.Tensor):
+                    k = _key(item)
+                    if k is not None:
+                        keys.add(k)
+                elif isinstance(item, torch.UntypedStorage):  # set_(storage)
+                    keys.add(int(item._cdata))
         return keys
 
     def _add(self, st: Any, key: int) -> None:

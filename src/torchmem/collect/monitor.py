@@ -6,7 +6,7 @@ evicted. ``start()`` and ``stop()`` return at once (``stop`` joins the thread, w
 wakes immediately). ``step(i)`` tags the following samples with the training step and
 takes a boundary sample, so growth per step can be read from the timeline.
 
-Cost: one reading per sample (CPU: ~10-30 us, RSS from ``/proc`` plus glibc
+Cost: one reading per sample (CPU: ~10-20 us, RSS from ``/proc`` plus glibc
 ``mallinfo2``; CUDA: one allocator-stats call plus ``mem_get_info``), on a thread that
 holds the GIL only while it reads. At the default 50 ms interval that is well under
 0.1% of one core; ``benchmarks/collectors.py`` measures the effect on training loops.
@@ -28,7 +28,7 @@ import time
 from collections import deque
 from types import TracebackType
 
-from torchmem.collect.readings import DeviceLike, read, resolve_device
+from torchmem.collect.readings import DeviceLike, read_resolved, resolve_device
 from torchmem.errors import UsageError
 from torchmem.model.timeline import Sample, Timeline
 
@@ -154,7 +154,7 @@ class Monitor:
                 return
 
     def _sample(self, boundary: bool) -> Sample:
-        reading = read(self.device)
+        reading = read_resolved(self.device)
         with self._lock:
             sample = Sample(time=reading.time, step=self._step, reading=reading, boundary=boundary)
             if len(self._samples) == self.capacity:

@@ -36,7 +36,7 @@ from torchmem.collect.cuda import cuda_fields
 from torchmem.errors import DeviceError
 from torchmem.model.readings import Reading
 
-__all__ = ["read", "resolve_device", "default_device", "DeviceLike"]
+__all__ = ["read", "read_resolved", "resolve_device", "default_device", "DeviceLike"]
 
 DeviceLike = Union[str, int, torch.device, None]
 
@@ -104,6 +104,8 @@ def resolve_device(device: DeviceLike = None) -> str:
     """
     if device is None:
         return default_device()
+    if device == "cpu":  # the common case, without parsing
+        return "cpu"
     if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
         raise DeviceError(
             f"torchmem.read: cannot read a device from {type(device).__name__!s}; "
@@ -191,7 +193,14 @@ def read(device: DeviceLike = None, *, exact: bool = False) -> Reading:
         >>> r.heap is None or r.heap > 0
         True
     """
-    name = resolve_device(device)
+    return read_resolved(resolve_device(device), exact=exact)
+
+
+def read_resolved(name: str, *, exact: bool = False) -> Reading:
+    """:func:`read` for a device string :func:`resolve_device` already normalised.
+
+    Samplers call this to skip parsing the device on every reading.
+    """
     kind = name.split(":", 1)[0]
     fields: dict[str, int | None] = {}
     if kind == "cuda":
