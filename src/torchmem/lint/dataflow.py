@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "GRAPH", "LEAF", "TENSOR", "MODEL", "OPTIM", "LOADER", "PINNED", "PARAMS", "MODULES",
-    "NAMED", "VALUE", "TYPE", "BATCH", "Flow", "Shape", "meet",
+    "NAMED", "LOOSE", "UNPINNED", "ACT", "VALUE", "TYPE", "BATCH", "Flow", "Shape", "meet",
 ]
 
 GRAPH = 1
@@ -54,10 +54,22 @@ PINNED = 64
 PARAMS = 128
 MODULES = 256
 NAMED = 512
-VALUE = GRAPH | LEAF | TENSOR
+#: qualifier: a tensor only guessed from the structure of a batch (``for x, y in loader``)
+LOOSE = 1024
+#: qualifier: a CPU tensor known to be in pageable (not pinned) memory
+UNPINNED = 2048
+#: qualifier: the graph holds activations of a module's forward pass (not just parameters)
+ACT = 4096
+VALUE = GRAPH | LEAF | TENSOR | LOOSE | UNPINNED | ACT
 TYPE = MODEL | OPTIM | LOADER | PINNED | PARAMS | MODULES | NAMED
-#: element of a loader: a tuple target gets tensors, a single name stays unknown
+#: element of a loader: a tuple target gets (loose) tensors, a single name stays unknown
 BATCH = -1
+#: element of a loader built without ``pin_memory=True``
+BATCH_UNPINNED = -2
+#: element of a loader built with ``pin_memory=True``
+BATCH_PINNED = -3
+_BATCH_ELT = {BATCH: TENSOR | LOOSE, BATCH_UNPINNED: TENSOR | LOOSE | UNPINNED,
+              BATCH_PINNED: TENSOR | LOOSE | PINNED}
 
 Shape = Union[int, tuple["Shape", ...]]
 
@@ -97,7 +109,7 @@ def _flatten(shape: Shape) -> int:
         for s in shape:
             out |= _flatten(s)
         return out
-    return TENSOR if shape == BATCH else shape
+    return _BATCH_ELT.get(shape, shape)
 
 
 def _const_true(node: ast.AST | None) -> bool:
@@ -135,12 +147,12 @@ class Flow:
     def derive(self, kind: int) -> int:
         """Kind of the result of a differentiable op on operands of ``kind``."""
         if kind & (GRAPH | LEAF):
-            return TENSOR if self.ctx.no_grad else GRAPH
+            return TENSOR if self.ctx.no_grad else GRAPH | (kind & ACT)
         return kind & TENSOR
 
     def forward(self) -> int:
         """Kind of a module's output at the current point."""
-        return TENSOR if self.ctx.no_grad else GRAPH
+        return TENSOR if self.ctx.no_grad else GRAPH | ACT
 
     def kind(self, node: ast.AST) -> int:
         """The kind of the value of expression ``node`` at the current point."""
@@ -156,8 +168,8 @@ class Flow:
             base = self.kind(node.value)  # type: ignore[attr-defined]
             if isinstance(sl, ast.Constant) and isinstance(sl.value, str) and not base & VALUE:
                 return 0
-            return (GRAPH if base & (GRAPH | LEAF) else 0) | (base & TENSOR) | (base & (
-                PARAMS | MODULES))
+            return (GRAPH if base & (GRAPH | LEAF) else 0) | (base & (TENSOR | ACT | LOOSE)) | (
+                base & (PARAMS | MODULES))
         if t is ast.BinOp:
             return self.derive(self.kind(node.left) | self.kind(node.right))  # type: ignore[attr-defined]
         if t is ast.UnaryOp:
@@ -266,6 +278,8 @@ class Flow:
             if recv & VALUE:
                 if attr == "pin_memory":
                     return TENSOR | PINNED
+                if attr in ("to", "cuda", "cpu") and not recv & (GRAPH | LEAF):
+                    return TENSOR
                 if attr.endswith("_") and not attr.startswith("_"):
                     return recv & VALUE
                 return self.derive(recv)
@@ -350,7 +364,11 @@ class Flow:
             return OPTIM
         if last == "DataLoader":
             pin = _kwarg(node, "pin_memory")
-            return LOADER | (PINNED if _const_true(pin) else 0)
+            if _const_true(pin):
+                return LOADER | PINNED
+            if pin is None and any(kw.arg is None for kw in node.keywords):
+                return LOADER
+            return LOADER | (UNPINNED if pin is None or _const_false(pin) else 0)
         if last in ("checkpoint", "checkpoint_sequential") and "checkpoint" in parts:
             return self.forward()
         if qual == "torch.autograd.grad":
@@ -361,7 +379,12 @@ class Flow:
         if last in FACTORIES and sub in ("", "random"):
             if _const_true(_kwarg(node, "requires_grad")):
                 return LEAF
-            return TENSOR | (PINNED if _const_true(_kwarg(node, "pin_memory")) else 0)
+            if _const_true(_kwarg(node, "pin_memory")):
+                return TENSOR | PINNED
+            if _kwarg(node, "device") is None and last in ("zeros", "ones", "empty", "full",
+                                                            "rand", "randn", "tensor", "arange"):
+                return TENSOR | UNPINNED
+            return TENSOR
         if last in NO_GRAPH_FUNCTIONS:
             return TENSOR
         if sub in _OTHER_NS:
@@ -369,6 +392,38 @@ class Flow:
         if upper:
             return TENSOR if last.endswith("Tensor") else 0
         return self.derive(self._args_kind(node)) or TENSOR
+
+    def is_forward(self, call: ast.Call) -> bool:
+        """Whether ``call`` runs a module's forward pass (``model(x)``, ``self.net(x)``)."""
+        func = call.func
+        tf = type(func)
+        if tf is ast.Name:
+            name = func.id  # type: ignore[attr-defined]
+            if self.ctx.qualname(func) is not None:
+                return False
+            if self.env.get(name, 0) & MODEL or (name == "self" and self.ctx.in_module_class):
+                return True
+            return name in self.facts.backward_callees() or bool(MODEL_NAME.match(name.lower()))
+        if tf is not ast.Attribute or self.ctx.qualname(func) is not None:
+            return False
+        attr = func.attr  # type: ignore[attr-defined]
+        recv = self.kind(func.value)  # type: ignore[attr-defined]
+        if recv & MODEL:
+            return attr in _FORWARD_LIKE
+        if recv & VALUE:
+            return False
+        key = key_of(func)
+        if key is None:
+            return False
+        if key.endswith(".forward"):
+            key = key[:-8]
+        if self.env.get(key, 0) & MODEL:
+            return True
+        last = last_name(key)
+        if self.ctx.class_attrs and key.startswith("self.") and key.count(".") == 1 and (
+                self.ctx.class_attrs.get(last, 0) & MODEL):
+            return True
+        return key in self.facts.backward_callees() or bool(MODEL_NAME.match(last.lower()))
 
     # -- iteration and binding ------------------------------------------------------
     def elt(self, node: ast.AST) -> Shape:
@@ -392,13 +447,15 @@ class Flow:
                 return self.kind(func.value) & VALUE
         kind = self.kind(node)
         if kind & LOADER or self.is_loader(node):
-            return BATCH
+            if kind & PINNED:
+                return BATCH_PINNED
+            return BATCH_UNPINNED if kind & UNPINNED else BATCH
         if kind & PARAMS:
             return (0, LEAF) if kind & NAMED else LEAF
         if kind & MODULES:
             return (0, MODEL) if kind & NAMED else MODEL
         if kind & (GRAPH | LEAF):
-            return GRAPH
+            return GRAPH | (kind & ACT)
         return kind & TENSOR
 
     def is_loader(self, node: ast.AST) -> bool:
@@ -422,7 +479,7 @@ class Flow:
             key = key_of(target)
             if key is None:
                 return
-            kind = 0 if shape == BATCH else _flatten(shape)
+            kind = 0 if isinstance(shape, int) and shape < 0 else _flatten(shape)
             if kind:
                 self.env[key] = kind
             else:
@@ -433,7 +490,7 @@ class Flow:
                 for elt, sub in zip(elts, shape):
                     self.bind(elt, sub)
             else:
-                each: Shape = TENSOR if shape == BATCH else _flatten(shape)
+                each: Shape = _flatten(shape)
                 for elt in elts:
                     self.bind(elt, each)
         elif t is ast.Starred:

@@ -133,6 +133,8 @@ class Context:
         self.no_grad = 0
         self.cond_depth = 0
         self.violations: list[Violation] = []
+        #: per-file scratch space for rules (keyed by rule code)
+        self.scratch: dict[str, Any] = {}
         self._lines: list[str] | None = None
         self._qual_cache: dict[int, str | None] = {}
 
@@ -171,11 +173,12 @@ class Context:
         return ".".join(reversed(parts))
 
     def persistent_loops(self, key: str) -> list[LoopState]:
-        """The loops (innermost last) across whose iterations the binding of ``key``
-        survives: those nested inside the innermost loop that re-binds it."""
+        """The loops (innermost last) across whose iterations the value of ``key``
+        survives: those nested inside the innermost loop that resets it (``acc = 0``,
+        ``xs = []``; ``acc += x`` and ``xs.append(x)`` do not reset)."""
         loops = self.loops
         for i in range(len(loops) - 1, -1, -1):
-            if key in loops[i].facts.assigned:
+            if key in loops[i].facts.assigned and loops[i].facts.resets(key):
                 return loops[i + 1:]
         return list(loops)
 

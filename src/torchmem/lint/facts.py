@@ -41,6 +41,15 @@ def key_of(node: ast.AST) -> str | None:
     return None
 
 
+def mentions(node: ast.AST, key: str) -> bool:
+    """Whether expression ``node`` reads ``key`` (a name or attribute chain)."""
+    for sub in ast.walk(node):
+        if type(sub) is ast.Name or type(sub) is ast.Attribute:
+            if key_of(sub) == key:
+                return True
+    return False
+
+
 def target_keys(target: ast.AST) -> Iterator[str]:
     """Keys bound by an assignment target (names, attribute chains, tuple elements)."""
     if isinstance(target, (ast.Tuple, ast.List)):
@@ -68,7 +77,7 @@ class LoopFacts:
     """
 
     __slots__ = ("node", "assigned", "backward", "grad_calls", "step", "zero_grad", "parent",
-                 "loader", "eval_loader")
+                 "assigns", "step_calls")
 
     def __init__(self, node: ast.AST, parent: LoopFacts | None) -> None:
         self.node = node
@@ -77,9 +86,18 @@ class LoopFacts:
         self.backward: list[ast.Call] = []
         self.grad_calls: list[ast.Call] = []
         self.step = False
+        self.step_calls: list[ast.Call] = []
         self.zero_grad = False
-        self.loader = False
-        self.eval_loader = False
+        #: plain (re)bindings in the body: (key, value or None for loop/with targets)
+        self.assigns: list[tuple[str, ast.expr | None]] = []
+
+    def resets(self, key: str) -> bool:
+        """Whether the body re-binds ``key`` to a value that does not build on itself
+        (``acc = 0`` resets; ``acc += x``, ``acc = acc + x``, ``xs.append(x)`` do not)."""
+        for k, value in self.assigns:
+            if k == key and (value is None or not mentions(value, key)):
+                return True
+        return False
 
     @property
     def training(self) -> bool:
@@ -101,6 +119,8 @@ class FunctionFacts:
         self.has_zero_grad = False
         self.eval_receivers: set[str] = set()
         self.grad_disabled_keys: set[str] = set()
+        #: names stored somewhere that outlives the statement (appended, returned, stored)
+        self.escapes: set[str] = set()
         self._callees: set[str] | None = None
         self._names: set[str] | None = None
 
@@ -182,12 +202,15 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
     facts = FunctionFacts()
     loops: list[LoopFacts] = []
 
-    def bind(key: str, value: ast.expr | None) -> None:
+    def bind(key: str, value: ast.expr | None, plain: bool = True,
+             loop_value: ast.expr | None = None) -> None:
         facts.assigned.add(key)
         if value is not None:
             facts.defs.setdefault(key, []).append(value)
         for loop in loops:
             loop.assigned.add(key)
+            if plain:
+                loop.assigns.append((key, loop_value))
 
     def call(node: ast.Call) -> None:
         roots = _backward_roots(node, qualname)
@@ -210,6 +233,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 facts.has_step = True
                 for loop in loops:
                     loop.step = True
+                    loop.step_calls.append(node)
         elif attr == "zero_grad" or (attr in ("zero_", "detach_") and recv
                                      and recv.endswith(".grad")):
             facts.has_zero_grad = True
@@ -219,6 +243,9 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
             facts.eval_receivers.add(recv)
         elif attr in _ACCUMULATE and recv and node.args:
             facts.defs.setdefault(recv, []).extend(node.args)
+            for arg in node.args:
+                if type(arg) is ast.Name:
+                    facts.escapes.add(arg.id)
         elif attr == "requires_grad_" and recv and node.args and isinstance(
                 node.args[0], ast.Constant) and node.args[0].value is False:
             facts.grad_disabled_keys.add(recv)
@@ -242,6 +269,8 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
             value = node.value  # type: ignore[attr-defined]
             if type(value) is ast.Call:
                 call(value)
+            elif type(value) in (ast.Yield, ast.YieldFrom) and type(value.value) is ast.Name:
+                facts.escapes.add(value.value.id)
             elif type(value) is ast.Await and type(value.value) is ast.Call:
                 call(value.value)
         elif t is ast.Assign:
@@ -258,13 +287,15 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                     if k:
                         facts.grad_disabled_keys.add(k)
                 for key in target_keys(target):
-                    bind(key, value)
+                    bind(key, value, True, value)
+                if type(value) is ast.Name and type(target) in (ast.Subscript, ast.Attribute):
+                    facts.escapes.add(value.id)
             if type(value) is ast.Call:
                 call(value)
         elif t is ast.AugAssign or t is ast.AnnAssign:
             value = node.value  # type: ignore[attr-defined]
             for key in target_keys(node.target):  # type: ignore[attr-defined]
-                bind(key, value)
+                bind(key, value, t is ast.AnnAssign and value is not None, value)
         elif t is ast.For or t is ast.AsyncFor or t is ast.While:
             loop = LoopFacts(node, loops[-1] if loops else None)
             facts.loops[id(node)] = loop
@@ -290,6 +321,12 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 stmts(handler.body)
             stmts(node.orelse)  # type: ignore[attr-defined]
             stmts(node.finalbody)  # type: ignore[attr-defined]
+        elif t is ast.Return:
+            value = node.value  # type: ignore[attr-defined]
+            if type(value) is ast.Name:
+                facts.escapes.add(value.id)
+            elif type(value) is ast.Tuple:
+                facts.escapes.update(e.id for e in value.elts if type(e) is ast.Name)
         elif t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.ClassDef:
             bind(node.name, None)  # type: ignore[attr-defined]
         elif t.__name__ == "Match":

@@ -1,3 +1,27 @@
-"""Every rule family; importing this package registers all rules in the registry."""
+"""Every rule family; importing this package registers all rules in the registry.
+
+Families (the hundreds digit of the code):
+
+- ``TMM1xx`` :mod:`~torchmem.lint.rules.graph`: autograd graphs kept alive across iterations.
+- ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
+- ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
+- ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
+- ``TMM5xx`` :mod:`~torchmem.lint.rules.training`: training-loop correctness.
+- ``TMM9xx`` :mod:`~torchmem.lint.rules.opinionated`: opinionated performance rules (off by default).
+"""
 
 from __future__ import annotations
+
+from torchmem.lint.rules import autograd, graph, loops, opinionated, training, views
+
+#: family prefix -> (module, title), in docs order
+FAMILIES = {
+    "TMM1": (graph, "Autograd graphs kept alive"),
+    "TMM2": (loops, "Per-step work in loops"),
+    "TMM3": (views, "Views that keep storage alive"),
+    "TMM4": (autograd, "Autograd and storage APIs"),
+    "TMM5": (training, "Training-loop correctness"),
+    "TMM9": (opinionated, "Opinionated performance rules (off by default)"),
+}
+
+__all__ = ["FAMILIES"]

@@ -1,0 +1,113 @@
+"""Helpers shared by several rule families (no torch)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, NamedTuple
+
+from torchmem.lint.facts import key_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.engine import Context, FunctionState
+
+__all__ = ["Accumulation", "accumulation", "is_forward_function", "STEP_FUNCTIONS",
+           "describe", "loop_kind_word"]
+
+_ACC_METHODS = frozenset({"append", "appendleft", "extend", "insert", "add"})
+_CONCAT = frozenset({"torch.cat", "torch.stack", "torch.vstack", "torch.hstack", "torch.concat",
+                     "torch.concatenate", "torch.row_stack", "torch.column_stack"})
+
+#: methods a framework calls once per training step (their ``self.*`` containers persist)
+STEP_FUNCTIONS = frozenset({"training_step", "train_step", "training_step_end"})
+
+
+class Accumulation(NamedTuple):
+    """``container`` keeps ``value`` beyond the current statement.
+
+    Attributes:
+        key: the container or accumulator (``losses``, ``self.history``, ``total``).
+        value: the expression whose value is kept.
+        how: ``"append"``, ``"add"`` (``+=``), ``"store"`` (``d[k] = v``) or ``"concat"``.
+    """
+
+    key: str
+    value: ast.expr
+    how: str
+
+
+def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
+    """Recognise a statement or call that adds a value to a longer-lived container.
+
+    ``xs.append(v)``, ``xs.extend(v)``, ``acc += v``, ``acc = acc + v``, ``d[k] = v`` (with a
+    non-constant key), ``acc = torch.cat([acc, v])``.
+    """
+    t = type(node)
+    if t is ast.Call:
+        func = node.func  # type: ignore[attr-defined]
+        if type(func) is ast.Attribute and func.attr in _ACC_METHODS and node.args \
+                and len(node.args) <= 2:  # type: ignore[attr-defined]
+            key = key_of(func.value)
+            if key is None:
+                return None
+            args = node.args  # type: ignore[attr-defined]
+            value = args[-1] if func.attr == "insert" else args[0]
+            if func.attr == "insert" and len(args) != 2 or func.attr != "insert" and len(args) != 1:
+                return None
+            return Accumulation(key, value, "append")
+        return None
+    if t is ast.AugAssign:
+        if type(node.op) is not ast.Add:  # type: ignore[attr-defined]
+            return None
+        key = key_of(node.target)  # type: ignore[attr-defined]
+        if key is None:
+            return None
+        return Accumulation(key, node.value, "add")  # type: ignore[attr-defined]
+    if t is ast.Assign and len(node.targets) == 1:  # type: ignore[attr-defined]
+        target = node.targets[0]  # type: ignore[attr-defined]
+        value = node.value  # type: ignore[attr-defined]
+        if type(target) is ast.Subscript:
+            if isinstance(target.slice, ast.Constant):
+                return None
+            key = key_of(target.value)
+            return Accumulation(key, value, "store") if key else None
+        key = key_of(target)
+        if key is None:
+            return None
+        if type(value) is ast.BinOp and type(value.op) is ast.Add and key_of(value.left) == key:
+            return Accumulation(key, value.right, "add")
+        if type(value) is ast.Call and value.args and ctx.qualname(value.func) in _CONCAT:
+            seq = value.args[0]
+            if type(seq) in (ast.List, ast.Tuple):
+                elts = seq.elts  # type: ignore[attr-defined]
+                if any(key_of(e) == key for e in elts):
+                    rest = [e for e in elts if key_of(e) != key]
+                    if len(rest) == 1:
+                        return Accumulation(key, rest[0], "concat")
+                    if rest:
+                        tup = ast.Tuple(elts=rest, ctx=ast.Load())
+                        ast.copy_location(tup, rest[0])
+                        tup.end_lineno, tup.end_col_offset = rest[-1].end_lineno, rest[-1].end_col_offset
+                        return Accumulation(key, tup, "concat")
+    return None
+
+
+def is_forward_function(fn: FunctionState, ctx: Context) -> bool:
+    """A module's forward computation: collecting outputs there is the computation itself."""
+    name = fn.name
+    return name in ("forward", "__call__", "_forward", "_call_impl") or (
+        name.startswith("forward_") or name.endswith("_forward")) or (
+        ctx.in_module_class and fn.class_name is not None and name not in STEP_FUNCTIONS
+        and not fn.facts.has_backward and not name.startswith(("train", "fit", "eval", "val")))
+
+
+def describe(node: ast.AST, limit: int = 40) -> str:
+    """Short source text of an expression for messages (``loss``, ``out[:, -1]``)."""
+    try:
+        text = ast.unparse(node)
+    except Exception:  # pragma: no cover - unparse handles every parsed node
+        return "value"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def loop_kind_word(loop_training: bool) -> str:
+    return "training loop" if loop_training else "loop"

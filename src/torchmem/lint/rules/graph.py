@@ -1,0 +1,481 @@
+"""TMM1xx: autograd graphs kept alive longer than one iteration."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from torchmem.lint.dataflow import ACT, GRAPH
+from torchmem.lint.facts import key_of, target_keys
+from torchmem.lint.registry import Rule, register
+from torchmem.lint.rules._common import (
+    STEP_FUNCTIONS, Accumulation, accumulation, describe, is_forward_function,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.engine import Context, LoopState
+
+__all__ = ["GraphAccumulation", "HiddenStateCarried", "EvalWithoutNoGrad", "RetainGraphInLoop"]
+
+_DETACH_FIX = {"append": "keep {v}.detach() (or {v}.item() for a scalar)",
+               "add": "add {v}.item() (or {v}.detach())",
+               "store": "store {v}.detach()",
+               "concat": "concatenate {v}.detach()"}
+
+
+def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list[LoopState],
+                                                              bool] | None:
+    """An accumulation of a graph-carrying value into a container that outlives the
+    iteration: returns it, the loops it persists across, and whether the function is a
+    per-step hook (``training_step``)."""
+    if ctx.fn is None:
+        return None
+    step_fn = ctx.fn.name in STEP_FUNCTIONS
+    if not ctx.loops and not step_fn:
+        return None
+    acc = accumulation(node, ctx)
+    if acc is None:
+        return None
+    kind = ctx.kind(acc.value)
+    if not kind & GRAPH:
+        return None
+    loops = ctx.persistent_loops(acc.key)
+    if not loops and not (step_fn and acc.key.startswith("self.")):
+        return None
+    facts = ctx.fn.facts
+    if acc.key in facts.backward_names():
+        return None  # the container is summed into a loss: keeping the graph is the point
+    return acc, loops, step_fn
+
+
+def _fresh(value: ast.AST, loops: list[LoopState]) -> bool:
+    """Whether ``value`` is computed anew on each iteration of the outermost of ``loops``."""
+    if not loops:
+        return True
+    assigned = loops[0].facts.assigned
+    for sub in ast.walk(value):
+        t = type(sub)
+        if t is ast.Call:
+            return True
+        if (t is ast.Name or t is ast.Attribute) and key_of(sub) in assigned:
+            return True
+    return False
+
+
+@register
+class GraphAccumulation(Rule):
+    """Tensors that carry an autograd graph accumulated across loop iterations.
+
+    What:
+        Flags ``xs.append(loss)``, ``total += loss``, ``d[k] = out``,
+        ``self.history.append(out)`` and ``acc = torch.cat([acc, out])`` inside a training
+        loop (or a loop over a data loader), when the value comes from a model or criterion
+        call, or from a tensor that requires grad, and no ``.item()``, ``.detach()`` or
+        ``float()`` intervenes. The container must outlive the iteration: it is created
+        before the loop, or is an attribute.
+
+    Why:
+        A tensor produced by a forward pass references its ``grad_fn``, and through it the
+        whole graph of that iteration: the nodes, and until ``backward()`` runs, every
+        activation saved for backward. Keeping the tensor keeps that graph alive, so memory
+        grows by one graph per iteration until the process runs out. ``total += loss``
+        is worse: every addition extends a single graph that links all iterations.
+
+    Known problems:
+        The linter follows values within one function. A graph that passes through a helper
+        function, or a container filled in another function, is not seen. A list that is
+        summed into a loss later in the same function (``sum(losses).backward()``) is
+        intentional and not flagged.
+
+    Example:
+        ```python
+        losses = []
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss)
+        ```
+
+    Use instead:
+        ```python
+        losses = []
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())  # or loss.detach() to keep a tensor
+        ```
+    """
+
+    code = "TMM101"
+    name = "graph-accumulation"
+    summary = "tensor with autograd graph accumulated across loop iterations"
+    fix_title = "Detach the value before keeping it"
+    fix_safety = "unsafe"
+
+    def _check(self, node: ast.AST, ctx: Context) -> None:
+        found = _graph_accumulation(node, ctx)
+        if found is None:
+            return
+        acc, loops, step_fn = found
+        fn = ctx.fn
+        if is_forward_function(fn, ctx) and not any(lp.training for lp in loops):
+            return
+        training = any(lp.training for lp in loops)
+        if not training:
+            if fn.is_eval() or any(lp.eval_loader for lp in loops):
+                return  # TMM103 reports evaluation code
+            kind = ctx.kind(acc.value)
+            if not step_fn and not (any(lp.loader for lp in loops) or kind & ACT):
+                return
+            if not _fresh(acc.value, loops):
+                return
+        elif not _fresh(acc.value, loops):
+            return
+        v = describe(acc.value)
+        where = "a training step" if step_fn and not loops else (
+            "training loop" if training else "loop")
+        verb = {"append": f"is kept in '{acc.key}'", "add": f"is added into '{acc.key}'",
+                "store": f"is stored in '{acc.key}'", "concat": f"is concatenated into '{acc.key}'"
+                }[acc.how]
+        msg = (f"'{v}' carries an autograd graph and {verb}, which outlives each iteration of "
+               f"the {where}: every iteration's graph stays alive; "
+               f"{_DETACH_FIX[acc.how].format(v=v)}")
+        fix = None
+        if acc.how in ("append", "store", "concat") and type(acc.value) in (
+                ast.Name, ast.Attribute, ast.Subscript, ast.Call):
+            line, col, end_line, end_col = ctx.span(acc.value)
+            fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
+        elif acc.how == "add" and type(acc.value) in (ast.Name, ast.Attribute, ast.Subscript,
+                                                       ast.Call):
+            line, col, end_line, end_col = ctx.span(acc.value)
+            fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
+        ctx.report(self, acc.value, msg, fix)
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        if type(node.func) is ast.Attribute and (ctx.loops or ctx.fn.name in STEP_FUNCTIONS):
+            self._check(node, ctx)
+
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
+        if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
+            self._check(node, ctx)
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
+            self._check(node, ctx)
+
+
+@register
+class HiddenStateCarried(Rule):
+    """A recurrent hidden state fed back into the model across iterations without ``detach()``.
+
+    What:
+        Flags ``out, hidden = rnn(x, hidden)`` (and ``(h, c)`` tuples) inside a training
+        loop or a loop over a data loader, when ``hidden`` comes from the previous
+        iteration and is not detached (or re-initialised) before the call.
+
+    Why:
+        The new hidden state is computed from the old one, so its graph links back to the
+        previous iteration, and to the one before: memory grows with every batch, and
+        ``backward()`` either runs through all previous batches or fails with "Trying to
+        backward through the graph a second time". Truncated back-propagation through time
+        means cutting that link once per batch.
+
+    Known problems:
+        A hidden state kept in an attribute (``self.hidden``) inside ``forward()`` is not
+        followed into the training loop that calls it. Any re-binding of the hidden state
+        before the call (``hidden = repackage_hidden(hidden)``) counts as a detach.
+
+    Example:
+        ```python
+        hidden = None
+        for x, y in loader:
+            out, hidden = lstm(x, hidden)
+            loss = criterion(out, y)
+            loss.backward()
+        ```
+
+    Use instead:
+        ```python
+        hidden = None
+        for x, y in loader:
+            if hidden is not None:
+                hidden = tuple(h.detach() for h in hidden)
+            out, hidden = lstm(x, hidden)
+            loss = criterion(out, y)
+            loss.backward()
+        ```
+    """
+
+    code = "TMM102"
+    name = "hidden-state-carried"
+    summary = "recurrent hidden state fed back across iterations without detach()"
+
+    def enter_loop(self, loop: LoopState, ctx: Context) -> None:
+        bound: dict[int, set[str]] = ctx.scratch.setdefault(self.code, {})
+        keys: set[str] = set()
+        target = getattr(loop.node, "target", None)
+        if target is not None:
+            keys.update(target_keys(target))
+        bound[id(loop.node)] = keys
+
+    def _bound(self, keys: list[str], ctx: Context) -> None:
+        bound = ctx.scratch.get(self.code)
+        if bound and ctx.loops:
+            mine = bound.get(id(ctx.loops[-1].node))
+            if mine is not None:
+                mine.update(keys)
+
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
+        if ctx.loops:
+            self._bound(list(target_keys(node.target)), ctx)
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> None:
+        value = node.value
+        if ctx.loops and type(value) is ast.Call and type(value.func) is ast.Attribute \
+                and value.func.attr in ("detach_", "zero_", "fill_", "copy_"):
+            key = key_of(value.func.value)
+            if key:
+                self._bound([key], ctx)
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        if not ctx.loops:
+            return
+        targets = [k for t in node.targets for k in target_keys(t)]
+        try:
+            self._check(node, targets, ctx)
+        finally:
+            self._bound(targets, ctx)
+
+    def _check(self, node: ast.Assign, targets: list[str], ctx: Context) -> None:
+        call = node.value
+        loop = ctx.loops[-1]
+        if type(call) is not ast.Call or ctx.no_grad or not (loop.training or loop.loader):
+            return
+        if is_forward_function(ctx.fn, ctx) or not ctx.flow.is_forward(call):
+            return
+        bound = ctx.scratch.get(self.code, {}).get(id(loop.node), set())
+        args: list[ast.expr] = []
+        for arg in list(call.args) + [kw.value for kw in call.keywords]:
+            if type(arg) in (ast.Tuple, ast.List):
+                args.extend(arg.elts)  # type: ignore[attr-defined]
+            else:
+                args.append(arg)
+        for arg in args:
+            key = key_of(arg)
+            if key is None or key not in targets or key in bound:
+                continue
+            if key not in loop.facts.assigned:
+                continue
+            callee = describe(call.func)
+            ctx.report(self, arg, (
+                f"'{key}' is passed to {callee}() and re-assigned from its output on every "
+                f"iteration without detach(): the graph links every batch to the previous one; "
+                f"detach it at the start of the iteration"))
+            return
+
+
+@register
+class EvalWithoutNoGrad(Rule):
+    """Evaluation or inference loops that run forward passes with autograd recording.
+
+    What:
+        Flags a forward pass (``model(x)``) inside a loop of evaluation code that is not
+        under ``torch.no_grad()`` / ``torch.inference_mode()``. Evaluation code is a
+        function named like ``evaluate``/``validate``/``predict``/``infer``, or one that
+        calls ``model.eval()``, or a loop over a ``val_loader``/``test_loader``, with no
+        ``backward()`` or optimizer ``step()`` in the function. When the loop keeps the
+        outputs (``preds.append(out)``), the finding points at that line.
+
+    Why:
+        ``model.eval()`` switches dropout and batch-norm behaviour; it does not stop
+        autograd. Every forward pass still records a graph and saves its activations for a
+        backward pass that never comes: the peak memory of evaluation is several times what
+        it needs, and outputs kept in a list keep every batch's graph alive.
+
+    Known problems:
+        Functions that a framework already runs under ``no_grad`` are recognised only for
+        Lightning's ``validation_step``/``test_step``/``predict_step``. A function that
+        its caller wraps in ``no_grad`` is reported (add ``@torch.no_grad()`` to it, which
+        is harmless).
+
+    Example:
+        ```python
+        def evaluate(model, val_loader):
+            model.eval()
+            preds = []
+            for x, _ in val_loader:
+                preds.append(model(x))
+            return torch.cat(preds)
+        ```
+
+    Use instead:
+        ```python
+        @torch.inference_mode()
+        def evaluate(model, val_loader):
+            model.eval()
+            preds = []
+            for x, _ in val_loader:
+                preds.append(model(x))
+            return torch.cat(preds)
+        ```
+    """
+
+    code = "TMM103"
+    name = "eval-without-no-grad"
+    summary = "evaluation loop runs forward passes outside torch.no_grad()"
+
+    def _eval_context(self, ctx: Context) -> bool:
+        fn = ctx.fn
+        if ctx.no_grad or fn.facts.has_backward or fn.facts.has_step or fn.facts.grad_calls:
+            return False
+        return fn.is_eval() or any(lp.eval_loader for lp in ctx.loops)
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        if not ctx.loops:
+            return
+        if type(node.func) is ast.Attribute and node.func.attr in (
+                "append", "extend", "insert", "appendleft", "add"):
+            self.accumulate(node, ctx)
+            return
+        if not self._eval_context(ctx) or not ctx.flow.is_forward(node):
+            return
+        notes = ctx.scratch.setdefault(self.code, {})
+        for lp in ctx.loops:
+            notes.setdefault(id(lp.node), [None, None])
+        entry = notes[id(ctx.loops[-1].node)]
+        if entry[0] is None:
+            entry[0] = node
+
+    def accumulate(self, node: ast.AST, ctx: Context) -> None:
+        if not self._eval_context(ctx):
+            return
+        acc = accumulation(node, ctx)
+        if acc is None or not ctx.kind(acc.value) & GRAPH:
+            return
+        loops = ctx.persistent_loops(acc.key)
+        if not loops or not _fresh(acc.value, loops):
+            return
+        notes = ctx.scratch.setdefault(self.code, {})
+        entry = notes.setdefault(id(ctx.loops[-1].node), [None, None])
+        if entry[1] is None:
+            entry[1] = (acc, node)
+
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
+        if ctx.loops:
+            self.accumulate(node, ctx)
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        if ctx.loops:
+            self.accumulate(node, ctx)
+
+    def leave_loop(self, loop: LoopState, ctx: Context) -> None:
+        notes = ctx.scratch.get(self.code)
+        if not notes:
+            return
+        entry = notes.pop(id(loop.node), None)
+        if entry is None or entry[0] is None and entry[1] is None:
+            return
+        forward, kept = entry
+        if ctx.loops[:-1]:  # an enclosing loop must not report the same forward pass again
+            outer = notes.setdefault(id(ctx.loops[-2].node), [None, None])
+            outer[0] = outer[0] or False
+            outer[1] = outer[1] or False
+        if forward is False or kept is False:
+            return
+        if kept:
+            acc, _ = kept
+            v = describe(acc.value)
+            ctx.report(self, acc.value, (
+                f"evaluation loop keeps '{v}' in '{acc.key}' outside torch.no_grad(): every "
+                f"batch's autograd graph and saved activations stay alive; wrap the loop in "
+                f"torch.no_grad() or torch.inference_mode()"))
+        elif forward is not None:
+            ctx.report(self, forward, (
+                f"forward pass {describe(forward.func)}() in an evaluation loop runs outside "
+                f"torch.no_grad(): autograd records a graph and saves activations that no "
+                f"backward() will use; wrap the loop in torch.no_grad() or "
+                f"torch.inference_mode()"))
+
+
+@register
+class RetainGraphInLoop(Rule):
+    """``backward(retain_graph=True)`` or ``create_graph=True`` in a loop with no second backward.
+
+    What:
+        Flags ``loss.backward(retain_graph=True)``, ``backward(create_graph=True)`` and
+        ``torch.autograd.grad(..., retain_graph=True)`` inside a loop whose body runs no
+        other ``backward()``/``grad()`` that could use the retained graph, when the loss is
+        computed anew in the loop.
+
+    Why:
+        ``retain_graph=True`` keeps every activation saved for backward alive after the
+        backward pass, for as long as the loss is referenced: the previous iteration's
+        graph survives through the next forward pass (up to twice the activation memory),
+        and if anything links iterations (a hidden state, an accumulated loss) the retained
+        graphs pile up. ``create_graph=True`` on ``backward()`` also creates a reference
+        cycle between each parameter and its gradient. A retained graph is only needed
+        when a second backward pass goes through the same graph.
+
+    Known problems:
+        A second backward through the same graph that happens in another function (or a
+        later iteration on purpose) is not seen.
+
+    Example:
+        ```python
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward(retain_graph=True)
+            optimizer.step()
+        ```
+
+    Use instead:
+        ```python
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        ```
+    """
+
+    code = "TMM104"
+    name = "retain-graph-in-loop"
+    summary = "retain_graph=True / create_graph=True in a loop without a second backward"
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        if not ctx.loops or not node.keywords:
+            return
+        func = node.func
+        if type(func) is not ast.Attribute:
+            if ctx.qualname(func) not in ("torch.autograd.grad", "torch.autograd.backward"):
+                return
+        elif func.attr != "backward" and ctx.qualname(func) not in (
+                "torch.autograd.grad", "torch.autograd.backward"):
+            return
+        flag = None
+        for kw in node.keywords:
+            if kw.arg in ("retain_graph", "create_graph") and isinstance(
+                    kw.value, ast.Constant) and kw.value.value is True:
+                flag = kw
+                break
+        if flag is None:
+            return
+        loop = ctx.loops[-1]
+        if len(loop.facts.backward) + len(loop.facts.grad_calls) > 1:
+            return
+        if type(func) is ast.Attribute and func.attr == "backward":
+            root: ast.AST = node.args[0] if (node.args and key_of(func.value) and key_of(
+                func.value).rpartition(".")[2] in ("accelerator", "fabric", "scaler")) else func.value
+        else:
+            root = node.args[0] if node.args else node
+        assigned = loop.facts.assigned
+        if not any((type(s) is ast.Name or type(s) is ast.Attribute) and key_of(s) in assigned
+                   for s in ast.walk(root)):
+            return  # differentiating something computed outside the loop, on purpose
+        ctx.report(self, flag, (
+            f"{flag.arg}=True in a loop whose body has no second backward through this "
+            f"graph: each iteration's saved activations stay alive until the loss is "
+            f"replaced; drop {flag.arg}=True"))

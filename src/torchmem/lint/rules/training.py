@@ -1,0 +1,76 @@
+"""TMM5xx: training-loop correctness (not memory, but found by the same analysis)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchmem.lint.registry import Rule, register
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.engine import Context, LoopState
+
+__all__ = ["MissingZeroGrad"]
+
+
+@register
+class MissingZeroGrad(Rule):
+    """A training loop calls ``backward()`` and ``optimizer.step()`` but never clears gradients.
+
+    What:
+        Flags a loop whose body calls ``backward()`` and an optimizer's ``step()`` but
+        never ``zero_grad()`` (on the optimizer or the model), nor sets ``p.grad = None``.
+
+    Why:
+        ``backward()`` adds into ``.grad``. Without clearing, each step uses the sum of
+        all gradients so far: the updates are wrong and training diverges or stalls. This
+        is a correctness bug, not a leak: gradients are accumulated in place, so memory
+        stays flat (contrary to a widespread claim).
+
+    Known problems:
+        Gradients cleared inside a helper called from the loop are not seen; the rule
+        stays silent when ``step()`` receives a closure (LBFGS style), whose body usually
+        clears them.
+
+    Example:
+        ```python
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        ```
+
+    Use instead:
+        ```python
+        for x, y in loader:
+            optimizer.zero_grad(set_to_none=True)
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        ```
+    """
+
+    code = "TMM501"
+    name = "missing-zero-grad"
+    summary = "training loop with backward() and step() but no zero_grad()"
+
+    def leave_loop(self, loop: LoopState, ctx: Context) -> None:
+        facts = loop.facts
+        if not facts.backward or not facts.step or facts.zero_grad:
+            return
+        if any(call.args or call.keywords for call in facts.step_calls
+               if not (getattr(call.func, "attr", "") == "step"
+                       and getattr(getattr(call.func, "value", None), "id", "") == "scaler")):
+            return  # optimizer.step(closure)
+        done: set[int] = ctx.scratch.setdefault(self.code, set())
+        if id(loop.node) in done:
+            return
+        # report the innermost such loop only
+        parent = facts.parent
+        while parent is not None:
+            done.add(id(parent.node))
+            parent = parent.parent
+        call = facts.step_calls[0]
+        ctx.report(self, call, (
+            "the loop calls backward() and step() but never zero_grad(): gradients add up "
+            "across iterations, so every step after the first uses the wrong gradient; call "
+            "optimizer.zero_grad(set_to_none=True) once per step"))
