@@ -172,6 +172,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "torchmem lint") -> int:
         result = lint_paths(paths, config=config, jobs=args.jobs, fix=args.fix,
                             unsafe_fixes=args.unsafe_fixes, diff=args.diff)
 
+    if not stdin and result.files == 0 and not result.errors:
+        sys.stderr.write(f"{prog}: warning: no Python files found under "
+                         f"{', '.join(paths)}\n")
     out: TextIO = sys.stdout
     handle = None
     if args.output_file:
