@@ -393,8 +393,13 @@ class Flow:
             return TENSOR if last.endswith("Tensor") else 0
         return self.derive(self._args_kind(node)) or TENSOR
 
-    def is_forward(self, call: ast.Call) -> bool:
-        """Whether ``call`` runs a module's forward pass (``model(x)``, ``self.net(x)``)."""
+    def is_forward(self, call: ast.Call, strict: bool = False) -> bool:
+        """Whether ``call`` runs a module's forward pass (``model(x)``, ``self.net(x)``).
+
+        With ``strict``, only modules known by type or by conventional name count, not
+        callables known only because their result reaches ``backward()``.
+        """
+        slice_ = set() if strict else self.facts.backward_callees()
         func = call.func
         tf = type(func)
         if tf is ast.Name:
@@ -403,7 +408,7 @@ class Flow:
                 return False
             if self.env.get(name, 0) & MODEL or (name == "self" and self.ctx.in_module_class):
                 return True
-            return name in self.facts.backward_callees() or bool(MODEL_NAME.match(name.lower()))
+            return name in slice_ or bool(MODEL_NAME.match(name.lower()))
         if tf is not ast.Attribute or self.ctx.qualname(func) is not None:
             return False
         attr = func.attr  # type: ignore[attr-defined]
@@ -423,7 +428,7 @@ class Flow:
         if self.ctx.class_attrs and key.startswith("self.") and key.count(".") == 1 and (
                 self.ctx.class_attrs.get(last, 0) & MODEL):
             return True
-        return key in self.facts.backward_callees() or bool(MODEL_NAME.match(last.lower()))
+        return key in slice_ or bool(MODEL_NAME.match(last.lower()))
 
     # -- iteration and binding ------------------------------------------------------
     def elt(self, node: ast.AST) -> Shape:

@@ -347,7 +347,10 @@ class _Walker:
             self.expr(node.target)  # type: ignore[attr-defined]
             self.expr(node.value)  # type: ignore[attr-defined]
             target = node.target  # type: ignore[attr-defined]
-            kind = flow.derive(flow.kind(target) | flow.kind(node.value))  # type: ignore[attr-defined]
+            old = flow.kind(target)
+            kind = flow.derive(old | flow.kind(node.value))  # type: ignore[attr-defined]
+            if old & 2:  # in place on a leaf: still the same leaf (and PyTorch raises)
+                kind = old
             if type(target) is not ast.Subscript:
                 flow.bind(target, kind | (flow.kind(target) & TYPE))
         elif cls is ast.AnnAssign:

@@ -290,6 +290,8 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                     bind(key, value, True, value)
                 if type(value) is ast.Name and type(target) in (ast.Subscript, ast.Attribute):
                     facts.escapes.add(value.id)
+            while type(value) is ast.Subscript:
+                value = value.value
             if type(value) is ast.Call:
                 call(value)
         elif t is ast.AugAssign or t is ast.AnnAssign:

@@ -255,7 +255,7 @@ class HiddenStateCarried(Rule):
         loop = ctx.loops[-1]
         if type(call) is not ast.Call or ctx.no_grad or not (loop.training or loop.loader):
             return
-        if is_forward_function(ctx.fn, ctx) or not ctx.flow.is_forward(call):
+        if is_forward_function(ctx.fn, ctx) or not ctx.flow.is_forward(call, strict=True):
             return
         bound = ctx.scratch.get(self.code, {}).get(id(loop.node), set())
         args: list[ast.expr] = []
@@ -471,10 +471,10 @@ class RetainGraphInLoop(Rule):
                 func.value).rpartition(".")[2] in ("accelerator", "fabric", "scaler")) else func.value
         else:
             root = node.args[0] if node.args else node
-        assigned = loop.facts.assigned
-        if not any((type(s) is ast.Name or type(s) is ast.Attribute) and key_of(s) in assigned
-                   for s in ast.walk(root)):
-            return  # differentiating something computed outside the loop, on purpose
+        computed = {k for k, v in loop.facts.assigns if v is not None}
+        if not any((type(s) is ast.Name or type(s) is ast.Attribute) and key_of(s) in computed
+                   for s in ast.walk(root)) and not any(type(s) is ast.Call for s in ast.walk(root)):
+            return  # differentiating something computed before the loop, on purpose
         ctx.report(self, flag, (
             f"{flag.arg}=True in a loop whose body has no second backward through this "
             f"graph: each iteration's saved activations stay alive until the loss is "
