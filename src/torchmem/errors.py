@@ -16,6 +16,7 @@ __all__ = [
     "ReleasedTensorError",
     "DeviceError",
     "BudgetError",
+    "InputMutationError",
 ]
 
 
@@ -86,3 +87,15 @@ class BudgetError(TorchmemError, MemoryError):
     the smallest batch). It subclasses :class:`MemoryError` so OOM handlers catch it."""
 
     exit_code = 1
+
+
+class InputMutationError(RuntimeError, TorchmemError):
+    """A function guarded by ``torchmem.no_input_mutation`` modified a tensor input in
+    place. It subclasses :class:`RuntimeError` like torch's own errors."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, tip: str | None = None) -> None:
+        RuntimeError.__init__(self, message)
+        self.message = message
+        self.tip = tip
