@@ -1,0 +1,173 @@
+"""Decide whether a per-step memory series grows: growing, flat, or undecided.
+
+Pure functions over numbers (no torch). The doctor feeds them the bytes in use at each
+step boundary; they answer with a :class:`~torchmem.model.capture.Growth` verdict that
+says *why*.
+
+Method:
+    1. Skip the warm-up: the first ``max(2, n // 10)`` steps (optimizer state is created
+       at step 1, allocators and caches warm up over the first few steps).
+    2. Fit a robust line with the Theil-Sen estimator (median of pairwise slopes, so a
+       few spikes or a garbage-collector sawtooth do not tilt it) and measure its
+       goodness with R^2 of that line.
+    3. Check for a plateau: the slope of the last half of the window must still be at
+       least half the overall slope, otherwise the series rose and then levelled off.
+    4. Call it ``growing`` only when the slope clears an absolute floor
+       (``min_slope`` bytes per step), the total growth clears the noise (3 x the
+       robust spread of the residuals), and the fit is good (R^2 >= ``min_r2``).
+       Too few steps, or a clear slope with a poor fit, is ``undecided``.
+
+Known limitations:
+    * A leak that starts late (after most of the window) shows as a poor fit and is
+      reported ``undecided``, not ``growing``.
+    * A bounded cache whose bound is larger than the number of steps run looks like
+      growth: run more steps to see it level off.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+from torchmem.model.capture import Growth, StepRecord
+from torchmem.units import format_bytes, format_delta
+
+__all__ = ["Fit", "theil_sen", "fit_line", "warmup_steps", "detect_growth", "growth_by_device"]
+
+#: at most this many points enter the O(n^2) Theil-Sen fit (evenly subsampled)
+_MAX_FIT_POINTS = 160
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A robust line fit: ``y = slope * x + intercept``."""
+
+    slope: float
+    intercept: float
+    r2: float
+    noise: float  # robust spread (1.4826 x MAD) of the residuals
+
+
+def _subsample(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float]]:
+    n = len(xs)
+    if n <= _MAX_FIT_POINTS:
+        return list(xs), list(ys)
+    idx = [round(i * (n - 1) / (_MAX_FIT_POINTS - 1)) for i in range(_MAX_FIT_POINTS)]
+    return [xs[i] for i in idx], [ys[i] for i in idx]
+
+
+def theil_sen(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Median of the slopes of all pairs of points (0.0 with fewer than 2 distinct xs)."""
+    xs, ys = _subsample(xs, ys)
+    slopes = [
+        (ys[j] - ys[i]) / (xs[j] - xs[i])
+        for i in range(len(xs))
+        for j in range(i + 1, len(xs))
+        if xs[j] != xs[i]
+    ]
+    return statistics.median(slopes) if slopes else 0.0
+
+
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> Fit:
+    """Theil-Sen line through the points, with R^2 and the robust residual spread.
+
+    Example:
+        >>> f = fit_line([1, 2, 3, 4], [10, 20, 30, 40])
+        >>> (f.slope, round(f.r2, 6))
+        (10.0, 1.0)
+    """
+    if len(xs) != len(ys):
+        raise ValueError(f"fit_line needs as many xs as ys; got {len(xs)} and {len(ys)}")
+    if not xs:
+        return Fit(0.0, 0.0, 0.0, 0.0)
+    slope = theil_sen(xs, ys)
+    intercept = statistics.median(y - slope * x for x, y in zip(xs, ys))
+    residuals = [y - (slope * x + intercept) for x, y in zip(xs, ys)]
+    mean = statistics.fmean(ys)
+    ss_tot = sum((y - mean) ** 2 for y in ys)
+    ss_res = sum(r * r for r in residuals)
+    r2 = max(0.0, 1.0 - ss_res / ss_tot) if ss_tot > 0 else 0.0
+    med = statistics.median(residuals)
+    noise = 1.4826 * statistics.median(abs(r - med) for r in residuals)
+    return Fit(slope, intercept, r2, noise)
+
+
+def warmup_steps(n: int) -> int:
+    """How many leading steps to skip as warm-up for a series of ``n`` steps."""
+    return min(max(2, n // 10), 50)
+
+
+def detect_growth(points: Sequence[tuple[int, float]], device: str = "cpu", *,
+                  min_steps: int = 8, min_slope: float = 1024.0, min_r2: float = 0.6,
+                  warmup: int | None = None) -> Growth:
+    """Verdict on one device's per-step series.
+
+    Args:
+        points: ``(step, bytes)`` pairs in step order.
+        device: the device the series belongs to (copied into the verdict).
+        min_steps: fewest steps, after warm-up, needed to decide.
+        min_slope: bytes per step below which a series is flat whatever its fit.
+        min_r2: goodness of fit needed to call a clear slope ``growing``.
+        warmup: leading steps to skip (default: :func:`warmup_steps`).
+
+    Returns:
+        A :class:`Growth` with ``verdict`` in ``growing``/``flat``/``undecided`` and a
+        one-sentence ``reason``.
+
+    Example:
+        >>> g = detect_growth([(i, 1000 + 4096 * i) for i in range(1, 31)])
+        >>> g.verdict, g.bytes_per_step
+        ('growing', 4096.0)
+    """
+    skip = warmup_steps(len(points)) if warmup is None else warmup
+    window = list(points[skip:])
+    if len(window) < min_steps:
+        return Growth(device=device, verdict="undecided",
+                      first_step=window[0][0] if window else 0,
+                      last_step=window[-1][0] if window else 0,
+                      reason=f"only {len(window)} steps after skipping {skip} warm-up steps; "
+                             f"need at least {min_steps} to decide (run more steps)")
+    xs = [float(s) for s, _ in window]
+    ys = [float(v) for _, v in window]
+    fit = fit_line(xs, ys)
+    first, last = window[0][0], window[-1][0]
+    span = xs[-1] - xs[0]
+    total = int(round(fit.slope * span))
+    half = len(window) // 2
+    late = theil_sen(xs[half:], ys[half:])
+    base = dict(device=device, bytes_per_step=round(fit.slope, 1), r2=round(fit.r2, 4),
+                first_step=first, last_step=last, total_growth=total)
+    if fit.slope < min_slope:
+        return Growth(**base, verdict="flat",
+                      reason=f"changes by {format_delta(fit.slope)} per step over steps "
+                             f"{first}-{last}, below the {format_bytes(min_slope)}/step floor")
+    if late < 0.5 * fit.slope:
+        return Growth(**base, verdict="flat",
+                      reason=f"rose early, then levelled off: {format_delta(late)} per step "
+                             f"over the last {len(window) - half} steps")
+    if total < 3 * fit.noise:
+        return Growth(**base, verdict="undecided",
+                      reason=f"a slope of {format_delta(fit.slope)} per step, but the noise "
+                             f"({format_bytes(fit.noise)}) is as large as the growth")
+    if fit.r2 < min_r2:
+        return Growth(**base, verdict="undecided",
+                      reason=f"a slope of {format_delta(fit.slope)} per step with a poor fit "
+                             f"(R^2 {fit.r2:.2f}); memory rises in bursts, not steadily")
+    return Growth(**base, verdict="growing",
+                  reason=f"grows by {format_delta(fit.slope)} per step over steps "
+                         f"{first}-{last} (R^2 {fit.r2:.2f})")
+
+
+def growth_by_device(steps: Sequence[StepRecord], **kwargs: object) -> list[Growth]:
+    """One :func:`detect_growth` verdict per device present in ``steps``."""
+    devices: list[str] = []
+    for record in steps:
+        for device in record.used:
+            if device not in devices:
+                devices.append(device)
+    out = []
+    for device in devices:
+        points = [(r.step, float(r.used[device])) for r in steps if device in r.used]
+        out.append(detect_growth(points, device, **kwargs))  # type: ignore[arg-type]
+    return out

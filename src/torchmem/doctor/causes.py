@@ -1,0 +1,368 @@
+"""Turn the doctor's evidence into ranked findings: cause, culprit, bytes, proof and fix.
+
+Evidence comes from :class:`Evidence`, filled by the probe while the script runs:
+per-path snapshots at a few step boundaries (:mod:`torchmem.doctor.culprit`), the
+backward flags seen each step, gradient checks, what private garbage collections found,
+``empty_cache`` calls and allocator statistics. Classification uses what the objects
+*are*, never their names:
+
+* a path whose tensors-with-``grad_fn`` count grows -> ``retained_graph``; if those
+  graphs still hold their saved tensors (never backpropagated) -> ``eval_graph``; if
+  most of the bytes are storage the views do not use -> ``view_pins_storage``; if the
+  steps ran ``backward(retain_graph=True/create_graph=True)`` -> ``backward_flags_graph``;
+* a path whose tensor count stays the same but whose reachable graph grows -> one
+  tensor chains the steps: ``hidden_state_chain`` (a running scalar sum such as
+  ``total += loss`` is a ``retained_graph``);
+* detached tensors accumulating -> ``growing_container`` (or ``view_pins_storage``);
+  module hook dicts that grow -> ``growing_container`` of hooks;
+* tensors found only in cyclic garbage -> ``reference_cycle``;
+* gradients accumulated across optimizer steps with no clearing -> ``grad_not_cleared``;
+* CUDA: inactive split blocks -> ``fragmentation``; ``empty_cache`` every step ->
+  ``cache_thrash``.
+
+A path counts as growing only when it grew in the last interval between snapshots *and*
+in the one before (a cache that fills and then stops, or a bounded deque, is quiet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from torchmem.doctor.culprit import PathStats, Snapshot
+from torchmem.doctor.fixes import TITLES, fix_for
+from torchmem.doctor.source import Statement, best_statement, find_statements
+from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
+from torchmem.units import KiB, format_bytes, format_delta
+
+__all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "MIN_BYTES_PER_STEP"]
+
+#: retained bytes per step below which a path's growth is ignored
+MIN_BYTES_PER_STEP = 2 * KiB
+#: objects (tensors with graph, hooks, graph nodes) per step below which growth is ignored
+MIN_COUNT_PER_STEP = 0.5
+#: tensor bytes found in cyclic garbage at one boundary below which cycles are ignored
+MIN_GARBAGE_BYTES = 64 * KiB
+
+
+@dataclass
+class GarbageRecord:
+    """What one private ``gc.collect()`` at a boundary found in cyclic garbage."""
+
+    step: int
+    steps_since: int
+    objects: int
+    tensor_bytes: int
+    freed_heap: int
+    anchors: list[tuple[str, str | None, int | None, str | None]] = field(default_factory=list)
+    # (description, file, line, code) of user objects in the garbage: closures, frames...
+
+
+@dataclass
+class GradCheck:
+    """Gradient bookkeeping between two optimizer steps."""
+
+    step: int
+    accumulated: bool  # same .grad storages, version advanced only by backward passes
+    zero_grad_calls: int
+    backward_calls: int
+    grad_bytes: int
+    optimizer_name: str | None = None
+    file: str | None = None
+    line: int | None = None
+    code: str | None = None
+
+
+@dataclass
+class Evidence:
+    """Everything the probe gathered, as plain data."""
+
+    snapshots: list[Snapshot] = field(default_factory=list)
+    backward_steps: int = 0
+    retain_graph_steps: int = 0
+    create_graph_steps: int = 0
+    backward_site: tuple[str, int, str] | None = None
+    grad_checks: list[GradCheck] = field(default_factory=list)
+    garbage: list[GarbageRecord] = field(default_factory=list)
+    empty_cache_steps: int = 0
+    empty_cache_site: tuple[str, int, str] | None = None
+    steps: int = 0
+    allocator: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _rate(a: PathStats | None, b: PathStats, steps: int, attr: str) -> float:
+    before = getattr(a, attr) if a is not None else 0
+    return (getattr(b, attr) - before) / max(steps, 1)
+
+
+def _signals(a: PathStats | None, b: PathStats, steps: int) -> dict[str, float]:
+    return {
+        "bytes": _rate(a, b, steps, "retained_bytes"),
+        "grad_tensors": _rate(a, b, steps, "grad_tensors"),
+        "nodes": _rate(a, b, steps, "graph_nodes"),
+        "hooks": _rate(a, b, steps, "hooks"),
+        "tensors": _rate(a, b, steps, "tensors"),
+        "items": (((b.items or 0) - ((a.items or 0) if a else 0)) / max(steps, 1)),
+    }
+
+
+def _significant(sig: dict[str, float]) -> bool:
+    return (sig["bytes"] >= MIN_BYTES_PER_STEP or sig["grad_tensors"] >= MIN_COUNT_PER_STEP
+            or sig["hooks"] >= MIN_COUNT_PER_STEP
+            or (sig["nodes"] >= MIN_COUNT_PER_STEP and sig["bytes"] >= 0))
+
+
+def _score(sig: dict[str, float]) -> float:
+    return max(sig["bytes"], 0.0) + 256.0 * max(sig["grad_tensors"] + sig["hooks"] + sig["nodes"], 0.0)
+
+
+def _growing_paths(snaps: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
+    """Paths that grew in the last interval and (when there is one) the one before."""
+    last, prev = snaps[-1], snaps[-2]
+    older = snaps[-3] if len(snaps) >= 3 else None
+    out: dict[str, dict[str, float]] = {}
+    for path, b in last.paths.items():
+        a = prev.paths.get(path)
+        if a is None:
+            continue  # a path that did not exist before is a new variable, not a leak
+        sig = _signals(a, b, last.step - prev.step)
+        if not _significant(sig):
+            continue
+        if older is not None and older.step < prev.step:
+            o = older.paths.get(path)
+            if o is None:
+                continue
+            early = _signals(o, a, prev.step - older.step)
+            if _score(early) <= 0 or not _significant(early) and _score(early) < 0.25 * _score(sig):
+                continue
+        elif last.step - prev.step < 3:
+            continue
+        out[path] = sig
+    return out
+
+
+def _children(path: str, candidates: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
+    depth = paths[path].depth
+    return [p for p in candidates if paths[p].depth == depth + 1
+            and p.startswith(path) and p[len(path):len(path) + 1] in (".", "[", ":")]
+
+
+def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
+    chosen = []
+    for path in growing:
+        if paths[path].depth != 0:
+            continue
+        current = path
+        while True:
+            kids = _children(current, growing, paths)
+            best = max(kids, key=lambda k: _score(growing[k]), default=None)
+            if best is None or _score(growing[best]) < 0.7 * _score(growing[current]):
+                break
+            current = best
+        chosen.append(current)
+    return chosen
+
+
+def _files(stats: PathStats) -> list[str]:
+    return [f for f in (stats.owner_file, stats.file) if f]
+
+
+def _statement(stats: PathStats, want: str) -> Statement | None:
+    hook = want == "hook"
+    found = find_statements(stats.path, _files(stats), hook=hook)
+    return best_statement(found, want, function=stats.function, exact=stats.path)
+
+
+def _kind(stats: PathStats) -> str:
+    if stats.kind == "hook":
+        return "hook"
+    if stats.kind == "closure":
+        return "closure"
+    if stats.depth == 0:
+        return stats.kind
+    return "container" if "[" in stats.path.rsplit(".", 1)[-1] else "attribute"
+
+
+def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
+    flags = ev.backward_steps > 0 and (ev.retain_graph_steps + ev.create_graph_steps) >= 0.5 * ev.backward_steps
+    if stats.kind == "hook" or sig["hooks"] >= MIN_COUNT_PER_STEP:
+        return "growing_container"
+    pinned_share = stats.pinned_bytes / stats.retained_bytes if stats.retained_bytes else 0.0
+    if sig["grad_tensors"] >= MIN_COUNT_PER_STEP:
+        if pinned_share >= 0.5:
+            return "view_pins_storage"
+        if flags:
+            return "backward_flags_graph"
+        if stats.live_nodes and stats.freed_nodes == 0 and stats.saved_bytes > 0:
+            return "eval_graph"
+        return "retained_graph"
+    if sig["nodes"] >= MIN_COUNT_PER_STEP and sig["tensors"] < MIN_COUNT_PER_STEP:
+        if flags:
+            return "backward_flags_graph"
+        if stats.chain_numel == 1:
+            return "retained_graph"
+        return "hidden_state_chain"
+    if pinned_share >= 0.5:
+        return "view_pins_storage"
+    return "growing_container"
+
+
+def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], steps: int) -> list[str]:
+    lines = []
+    what = f"`{stats.path}` ({stats.type})"
+    if stats.items is not None:
+        lines.append(f"{what} holds {stats.items} items ({sig['items']:+.2f} per step)")
+    if stats.tensors:
+        ex = f"; largest {stats.example}" if stats.example else ""
+        lines.append(f"reaches {stats.tensors} tensors ({stats.grad_tensors} with grad_fn) "
+                     f"of {format_bytes(stats.storage_bytes)}{ex}")
+    if stats.graph_nodes:
+        lines.append(f"keeps {stats.graph_nodes} autograd nodes alive ({sig['nodes']:+.1f} per step) "
+                     f"and {format_bytes(stats.saved_bytes)} of saved activations")
+    if cause == "eval_graph":
+        lines.append(f"{stats.live_nodes} of those nodes still hold their saved tensors: no "
+                     "backward() ever ran through them")
+    if cause == "hidden_state_chain":
+        lines.append(f"one tensor reaches {stats.max_chain} graph nodes: each step's graph "
+                     "links to the previous step's")
+    if cause == "view_pins_storage":
+        lines.append(f"the tensors use {format_bytes(stats.used_bytes)} but pin "
+                     f"{format_bytes(stats.storage_bytes)} of storage")
+    if stats.hooks:
+        lines.append(f"{stats.hooks} hooks registered ({sig['hooks']:+.1f} per step)")
+    lines.append(f"measured over {steps} steps")
+    return lines
+
+
+def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
+    snaps = [s for s in ev.snapshots if s.paths]
+    if len(snaps) < 2:
+        return []
+    growing = _growing_paths(snaps)
+    last = snaps[-1]
+    first = snaps[0]
+    findings = []
+    for path in _culprits(growing, last.paths):
+        stats, sig = last.paths[path], growing[path]
+        cause = _classify(stats, sig, ev)
+        want = "hook" if cause == "growing_container" and (stats.kind == "hook" or sig["hooks"] > 0) else (
+            "chain" if cause == "hidden_state_chain" or (sig["tensors"] < MIN_COUNT_PER_STEP and sig["nodes"] > 0) else "container")
+        stmt = _statement(stats, want)
+        if stmt is None and want == "chain":
+            stmt = _statement(stats, "container")
+        if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" and stats.chain_numel != 1:
+            cause = "hidden_state_chain"
+        scalar = stats.example is not None and stats.example.startswith("() ")
+        fix = fix_for(cause, path, stmt, scalar=scalar or stats.chain_numel == 1,
+                      is_tuple=stats.type in ("tuple", "list"), has_graph=stats.grad_tensors > 0)
+        culprit = Culprit(name=path, kind=_kind(stats), file=stmt.file if stmt else stats.file,
+                          line=stmt.line if stmt else None, code=stmt.code if stmt else None,
+                          function=stmt.function if stmt else stats.function, type=stats.type)
+        rate = max(sig["bytes"], 0.0)
+        cpu = growth.get("cpu")
+        data = {"items": stats.items, "tensors": stats.tensors, "grad_tensors": stats.grad_tensors,
+                "graph_nodes": stats.graph_nodes, "saved_bytes": stats.saved_bytes,
+                "storage_bytes": stats.storage_bytes, "used_bytes": stats.used_bytes,
+                "nodes_per_step": round(sig["nodes"], 2), "items_per_step": round(sig["items"], 2),
+                "tensor_bytes_per_step": round(rate, 1), "snapshot_steps": [s.step for s in snaps]}
+        findings.append(Finding(
+            cause=cause, title=TITLES[cause], device="cpu", bytes=stats.retained_bytes,
+            bytes_per_step=round(rate, 1), culprit=culprit,
+            evidence=tuple(_evidence_lines(cause, stats, sig, last.step - first.step)),
+            data=data, fix=fix, confidence="high" if stmt is not None else "medium"))
+    memory = [f for f in findings]
+    if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":
+        f = memory[0]
+        if growth["cpu"].bytes_per_step > f.bytes_per_step:
+            findings[0] = _replace(f, bytes_per_step=round(growth["cpu"].bytes_per_step, 1),
+                                   data={**f.data, "heap_bytes_per_step": growth["cpu"].bytes_per_step})
+    return findings
+
+
+def _replace(f: Finding, **changes: Any) -> Finding:
+    from dataclasses import replace
+
+    return replace(f, **changes)
+
+
+def _cycle_findings(ev: Evidence) -> list[Finding]:
+    hits = [g for g in ev.garbage if g.tensor_bytes >= MIN_GARBAGE_BYTES]
+    if not hits or (len(hits) < 2 and len(ev.garbage) >= 2):
+        return []
+    last = hits[-1]
+    per_step = sum(g.tensor_bytes for g in hits) / max(sum(g.steps_since for g in hits), 1)
+    anchor = next((a for a in last.anchors if a[1]), last.anchors[0] if last.anchors else None)
+    culprit = None
+    if anchor is not None:
+        culprit = Culprit(name=anchor[0], kind="cycle", file=anchor[1], line=anchor[2], code=anchor[3])
+    evidence = [f"a private gc.collect() at step {g.step} found {g.objects} unreachable objects "
+                f"holding {format_bytes(g.tensor_bytes)} of tensors" for g in hits[-2:]]
+    if last.anchors:
+        evidence.append("in the garbage: " + "; ".join(a[0] for a in last.anchors[:4]))
+    return [Finding(cause="reference_cycle", title=TITLES["reference_cycle"], device="cpu",
+                    bytes=last.tensor_bytes, bytes_per_step=round(per_step, 1), culprit=culprit,
+                    evidence=tuple(evidence), fix=fix_for("reference_cycle", "", None),
+                    data={"garbage_objects": last.objects, "garbage_tensor_bytes": last.tensor_bytes,
+                          "freed_heap": last.freed_heap},
+                    confidence="high" if culprit and culprit.file else "medium")]
+
+
+def _grad_findings(ev: Evidence) -> list[Finding]:
+    checks = ev.grad_checks
+    if len(checks) < 3:
+        return []
+    bad = [c for c in checks if c.accumulated and c.zero_grad_calls == 0]
+    if len(bad) < 0.8 * len(checks):
+        return []
+    last = bad[-1]
+    name = last.optimizer_name or ""
+    culprit = Culprit(name=name or "gradients", kind="local", file=last.file, line=last.line,
+                      code=last.code, type="Optimizer")
+    evidence = (f"between {len(bad)} of {len(checks)} consecutive optimizer steps the same "
+                f".grad tensors kept accumulating and zero_grad() was never called",
+                "memory does not grow (gradients are summed in place): the updates are wrong, "
+                "each step applies the sum of all gradients so far")
+    return [Finding(cause="grad_not_cleared", title=TITLES["grad_not_cleared"], device="cpu",
+                    bytes=last.grad_bytes, bytes_per_step=0.0, culprit=culprit,
+                    evidence=evidence, fix=fix_for("grad_not_cleared", name, None),
+                    data={"checks": len(checks), "accumulating": len(bad)}, confidence="high")]
+
+
+def _cuda_findings(ev: Evidence, steps: int) -> list[Finding]:
+    out: list[Finding] = []
+    if steps >= 4 and ev.empty_cache_steps >= 0.8 * steps:
+        site = ev.empty_cache_site
+        stmt = Statement(site[0], site[1], site[2], "call", "", True) if site else None
+        culprit = Culprit(name="torch.cuda.empty_cache", kind="unknown", file=site[0] if site else None,
+                          line=site[1] if site else None, code=site[2] if site else None)
+        out.append(Finding(cause="cache_thrash", title=TITLES["cache_thrash"],
+                           device=next(iter(ev.allocator), "cuda:0"), culprit=culprit,
+                           evidence=(f"torch.cuda.empty_cache() ran in {ev.empty_cache_steps} of "
+                                     f"{steps} steps",),
+                           fix=fix_for("cache_thrash", "", stmt), confidence="high",
+                           data={"empty_cache_steps": ev.empty_cache_steps}))
+    for device, stats in ev.allocator.items():
+        if stats.get("verdict") == "fragmented":
+            out.append(Finding(cause="fragmentation", title=TITLES["fragmentation"], device=device,
+                               bytes=int(stats.get("inactive_split", 0)),
+                               evidence=tuple(stats.get("evidence", ())),
+                               fix=fix_for("fragmentation", "", None), data=dict(stats),
+                               confidence="medium"))
+    return out
+
+
+def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
+    """All findings from the evidence, largest bytes first (ties in :data:`CAUSES` order).
+
+    Args:
+        ev: what the probe gathered.
+        growth: growth verdicts per device (used to attribute the measured slope).
+
+    Returns:
+        Findings; empty when nothing is wrong.
+    """
+    by_device = {g.device: g for g in growth}
+    findings = _path_findings(ev, by_device) + _cycle_findings(ev) + _grad_findings(ev)
+    findings += _cuda_findings(ev, ev.steps)
+    findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))
+    return findings

@@ -1,0 +1,102 @@
+"""The fix text for each cause, built from the user's own statement when it is known.
+
+Pure string work (no torch). Each function takes what the diagnosis found (the
+statement that keeps adding to the culprit, the culprit's name, whether it holds a
+scalar or a tuple) and returns one or two sentences with the code to write.
+"""
+
+from __future__ import annotations
+
+from torchmem.doctor.source import Statement
+
+__all__ = ["fix_for", "TITLES"]
+
+#: human title per cause
+TITLES: dict[str, str] = {
+    "retained_graph": "retained autograd graph",
+    "hidden_state_chain": "hidden state carried across steps without detach()",
+    "backward_flags_graph": "graph kept alive by retain_graph/create_graph",
+    "eval_graph": "evaluation builds autograd graphs",
+    "view_pins_storage": "small views pin large storages",
+    "reference_cycle": "tensors held by reference cycles",
+    "growing_container": "container of tensors grows without bound",
+    "grad_not_cleared": "gradients never cleared",
+    "fragmentation": "allocator fragmentation",
+    "cache_thrash": "allocator cache emptied every step",
+}
+
+
+def _swap(code: str, old: str, new: str) -> str:
+    return code.replace(old, new, 1) if old and old in code else code
+
+
+def fix_for(cause: str, name: str, stmt: Statement | None, *, scalar: bool = False,
+            is_tuple: bool = False, has_graph: bool = True) -> str:
+    """One fix sentence for ``cause`` at ``stmt`` (generic when ``stmt`` is None).
+
+    Example:
+        >>> from torchmem.doctor.source import Statement
+        >>> s = Statement("t.py", 3, "losses.append(loss)", "add", "main", True, "loss", "losses", "append")
+        >>> fix_for("retained_graph", "losses", s, scalar=True)
+        'store a number, not the graph: `losses.append(loss.item())` (or `loss.detach()` to keep a tensor)'
+    """
+    code = stmt.code if stmt else None
+    value = stmt.value if stmt else None
+    if cause == "retained_graph":
+        if stmt and value:
+            new = f"{value}.item()" if scalar else f"{value}.detach()"
+            other = f"`{value}.detach()` to keep a tensor" if scalar else f"`{value}.item()` for a scalar"
+            return f"store a number, not the graph: `{_swap(code or '', value, new)}` (or {other})"
+        return (f"store `.item()` (a number) or `.detach()` (a tensor without graph) in "
+                f"`{name}`, never the tensor that backward() uses")
+    if cause == "hidden_state_chain":
+        detach = (f"{name} = tuple(t.detach() for t in {name})" if is_tuple
+                  else f"{name} = {name}.detach()")
+        if stmt and stmt.kind in ("assign", "rebind") and stmt.target and stmt.value and name.split(".")[-1] in (stmt.target or ""):
+            if stmt.target.replace(" ", "") == name.replace(" ", "") or not is_tuple:
+                target = stmt.target
+                if "," not in target and not is_tuple:
+                    return (f"cut the graph between steps: `{target} = ({stmt.value}).detach()`, "
+                            f"or `{target} = {target}.detach()` before line {stmt.line}")
+        where = f" before line {stmt.line} (`{code}`)" if stmt else " at the start of each step"
+        return f"cut the graph between steps: `{detach}`{where}"
+    if cause == "backward_flags_graph":
+        return ("drop `retain_graph=True`/`create_graph=True` unless you backpropagate twice "
+                "through the same graph, and store `.item()` or `.detach()` of what you keep"
+                + (f" (line {stmt.line}: `{code}`)" if stmt else ""))
+    if cause == "eval_graph":
+        keep = f" and keep `{value}.detach()`" if value else ""
+        where = f" around the evaluation that feeds line {stmt.line} (`{code}`)" if stmt else " around evaluation"
+        return f"run it under `with torch.no_grad():` (or `torch.inference_mode()`){where}{keep}"
+    if cause == "view_pins_storage":
+        if stmt and value:
+            new = f"{value}.detach().clone()" if has_graph else f"{value}.clone()"
+            return (f"copy the small piece so the big storage can be freed: "
+                    f"`{_swap(code or '', value, new)}`")
+        return "keep `.clone()` of the slice, not the view, so the large storage can be freed"
+    if cause == "reference_cycle":
+        return ("break the cycle: do not keep exceptions (store `str(err)` or "
+                "`traceback.format_exc()`), do not let closures capture `self` "
+                "(use `weakref.ref(self)` or a method), or `del` the objects at the end of the step; "
+                "calling gc.collect() only hides it")
+    if cause == "growing_container":
+        if stmt and stmt.kind == "hook":
+            return (f"register the hook once, outside the loop, or keep the handle and call "
+                    f"`handle.remove()` after use (line {stmt.line}: `{code}`)")
+        bound = f"`{name} = collections.deque(maxlen=N)`" if not (stmt and stmt.kind == "setitem") else \
+            "an LRU bound (evict old keys) or clear it every epoch"
+        where = f" (line {stmt.line}: `{code}`)" if stmt else ""
+        return f"bound it: {bound}, or store summaries (`.item()`, means) instead of tensors{where}"
+    if cause == "grad_not_cleared":
+        return (f"call `{name}.zero_grad(set_to_none=True)` once per optimizer step, before "
+                f"`backward()`" if name else
+                "clear gradients once per update (`optimizer.zero_grad(set_to_none=True)` or "
+                "`p.grad = None`) before `backward()`")
+    if cause == "cache_thrash":
+        where = f" (line {stmt.line}: `{code}`)" if stmt else ""
+        return (f"remove `torch.cuda.empty_cache()` from the loop{where}: the caching allocator "
+                "reuses freed blocks; emptying it every step forces slow cudaMalloc/cudaFree calls")
+    if cause == "fragmentation":
+        return ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and keep tensor shapes "
+                "stable between steps (pad variable-length batches to a few bucket sizes)")
+    return ""

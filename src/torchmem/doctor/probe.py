@@ -1,0 +1,271 @@
+"""The doctor's probe: cheap bookkeeping every step, deep analysis at a few boundaries.
+
+Every step (cost: a few attribute updates) the probe counts ``backward()`` calls and
+their ``retain_graph``/``create_graph`` flags, ``zero_grad()`` and ``empty_cache()``
+calls. A ``gc.callbacks`` hook counts what the automatic collector finds (no work
+unless a collection runs).
+
+At a few step boundaries only -- steps 2, 4, 8, 16, ... (doubling, so ``log2(N)``
+times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
+
+* a :func:`~torchmem.doctor.culprit.take_snapshot` of everything the script's
+  variables reach (cost proportional to those objects and their graph nodes);
+* a gradient check between this step and the next (same ``.grad`` storages, version
+  counters advanced only by backward passes, no ``zero_grad``);
+* when the collector found cycles since the last boundary or memory is rising, a
+  private ``gc.collect()`` with ``DEBUG_SAVEALL`` to see which tensors only cyclic
+  garbage holds (the garbage is released right after);
+* on CUDA, the allocator statistics (fragmentation).
+
+At the end (however the script ended) it turns that evidence into findings
+(:func:`torchmem.doctor.causes.diagnose`). On an out-of-memory error it also takes a
+census of the live tensors at the failure point. It holds no tensor of the script
+between calls: snapshots are plain data, parameters are held by weak references.
+
+Known limitations:
+    * Analysis happens at optimizer (or backward) step boundaries; memory kept only by
+      frames that are not on the stack at that moment (a finished ``evaluate()``) is
+      seen only if something still references it.
+"""
+
+from __future__ import annotations
+
+import gc
+import linecache
+import sys
+import types
+import weakref
+from types import FrameType
+from typing import Any
+
+from torchmem.doctor.causes import Evidence, GarbageRecord, GradCheck, diagnose
+from torchmem.doctor.culprit import Snapshot, frame_chain, take_snapshot
+from torchmem.doctor.runner import Outcome, Probe, Run
+
+__all__ = ["DoctorProbe", "analysis_steps"]
+
+
+def analysis_steps(step: int) -> bool:
+    """True at the steps where the deep analysis runs: 2, 4, 8, 16, ..."""
+    return step >= 2 and (step & (step - 1)) == 0
+
+
+def _site(frame: FrameType | None) -> tuple[str, int, str] | None:
+    if frame is None:
+        return None
+    file, line = frame.f_code.co_filename, frame.f_lineno
+    return file, line, linecache.getline(file, line).strip()
+
+
+class DoctorProbe(Probe):
+    """Collects the doctor's evidence during a run and diagnoses it at the end.
+
+    Args:
+        deep: run the deep analysis at the boundaries (False: growth verdict only).
+        census_on_oom: take a census of live tensors when the script runs out of memory.
+
+    Attributes (after the run):
+        findings: the diagnosed findings, largest first.
+        growth: growth verdicts per device.
+        evidence: the raw evidence (snapshots etc.), plain data.
+        census: the census taken at an OOM (or None).
+        analysis_s: seconds spent in deep analysis.
+    """
+
+    def __init__(self, deep: bool = True, census_on_oom: bool = True) -> None:
+        self.deep = deep
+        self.census_on_oom = census_on_oom
+        self.evidence = Evidence()
+        self.findings: list[Any] = []
+        self.growth: list[Any] = []
+        self.census: Any = None
+        self.analysis_s = 0.0
+        self.notes: list[str] = []
+        self._reset_step_counters()
+        self._gc_found = 0
+        self._gc_callback_installed = False
+        self._grad_refs: list[weakref.ref[Any]] = []
+        self._grad_state: tuple[int, list[tuple[int | None, int]], int, int] | None = None
+        self._optimizer_name: str | None = None
+        self._last_garbage_step = 0
+
+    # -- per-step bookkeeping ---------------------------------------------------
+    def _reset_step_counters(self) -> None:
+        self._backward = 0
+        self._retain = False
+        self._create = False
+        self._zero = 0
+        self._empty = 0
+
+    def _gc_callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop":
+            self._gc_found += int(info.get("collected", 0) or 0)
+
+    def on_start(self, run: Run) -> None:
+        if not self._gc_callback_installed:
+            gc.callbacks.append(self._gc_callback)
+            self._gc_callback_installed = True
+
+    def on_event(self, run: Run, name: str, info: dict[str, Any]) -> None:
+        if name == "backward":
+            self._backward += 1
+            self._retain = self._retain or bool(info.get("retain_graph"))
+            self._create = self._create or bool(info.get("create_graph"))
+            if self.evidence.backward_site is None:
+                self.evidence.backward_site = _site(info.get("frame"))
+        elif name == "zero_grad":
+            self._zero += 1
+        elif name == "empty_cache":
+            self._empty += 1
+            if self.evidence.empty_cache_site is None:
+                self.evidence.empty_cache_site = _site(info.get("frame"))
+        elif name == "step_source":
+            self.evidence = Evidence()
+            self._reset_step_counters()
+            self._grad_state = None
+
+    def on_step(self, run: Run, step: int, frame: FrameType | None) -> None:
+        ev = self.evidence
+        ev.steps = step
+        if self._backward:
+            ev.backward_steps += 1
+            ev.retain_graph_steps += self._retain
+            ev.create_graph_steps += self._create
+        ev.empty_cache_steps += self._empty > 0
+        backward, zero = self._backward, self._zero
+        self._reset_step_counters()
+        if not self.deep:
+            return
+        if self._grad_state is not None and self._grad_state[0] == step - 1:
+            self._finish_grad_check(step, backward, zero, frame)
+        last = run.max_steps is not None and step >= run.max_steps
+        if analysis_steps(step) or last or step == 1:
+            import time
+
+            t0 = time.perf_counter()
+            try:
+                if step >= 2:
+                    self._maybe_collect(run, step)
+                    self._snapshot(run, step, frame)
+                self._start_grad_check(run, step, frame)
+            finally:
+                self.analysis_s += time.perf_counter() - t0
+
+    # -- deep analysis ------------------------------------------------------------
+    def _snapshot(self, run: Run, step: int, frame: FrameType | None) -> None:
+        snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file)
+        snaps = self.evidence.snapshots
+        snaps.append(snap)
+        if len(snaps) > 4:  # the first and the last three are enough
+            del snaps[1]
+
+    def _maybe_collect(self, run: Run, step: int) -> None:
+        rising = False
+        steps = run.steps
+        if len(steps) >= 4:
+            a, b = steps[len(steps) // 2], steps[-1]
+            if b.step > a.step:
+                rising = (b.used.get("cpu", 0) - a.used.get("cpu", 0)) / (b.step - a.step) >= 1024
+        if not (self._gc_found or rising):
+            return
+        self._gc_found = 0
+        from torchmem.doctor.garbage import inspect_garbage
+
+        record = inspect_garbage(step, step - self._last_garbage_step, run.frames.is_user_file)
+        self._last_garbage_step = step
+        self.evidence.garbage.append(record)
+
+    def _params(self, frame: FrameType | None, run: Run) -> None:
+        import torch
+
+        found: list[Any] = []
+        for f in frame_chain(frame, run.frames.is_user_file):
+            spaces: list[tuple[str, Any]] = []
+            if f.f_code.co_name == "<module>":
+                spaces = list(f.f_globals.items())
+            else:
+                spaces = [(k, v) for k, v in f.f_locals.items()]
+                if sys.version_info < (3, 13):
+                    f.f_locals.clear()
+            for name, value in spaces:
+                objs = [(name, value)]
+                if hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType)):
+                    try:
+                        objs += [(f"{name}.{k}", v) for k, v in vars(value).items()]
+                    except TypeError:
+                        pass
+                for path, obj in objs:
+                    if isinstance(obj, torch.optim.Optimizer):
+                        if self._optimizer_name is None:
+                            self._optimizer_name = path
+                        for group in obj.param_groups:
+                            found.extend(group.get("params", ()))
+            spaces.clear()
+            if found:
+                break
+        params = [p for p in found if getattr(p, "requires_grad", False)][:4]
+        self._grad_refs = [weakref.ref(p) for p in params]
+
+    def _grad_snapshot(self) -> list[tuple[int | None, int]]:
+        from torchmem.collect.graph import storage_key
+
+        out: list[tuple[int | None, int]] = []
+        for ref in self._grad_refs:
+            p = ref()
+            g = p.grad if p is not None else None
+            out.append((storage_key(g), int(g._version)) if g is not None else (None, 0))
+        return out
+
+    def _start_grad_check(self, run: Run, step: int, frame: FrameType | None) -> None:
+        if not self._grad_refs or all(r() is None for r in self._grad_refs):
+            self._params(frame, run)
+        if self._grad_refs:
+            self._grad_state = (step, self._grad_snapshot(), 0, 0)
+
+    def _finish_grad_check(self, step: int, backward: int, zero: int, frame: FrameType | None) -> None:
+        state = self._grad_state
+        self._grad_state = None
+        if state is None or not self._grad_refs or not state[1]:
+            return
+        now = self._grad_snapshot()
+        before = state[1]
+        same = all(b[0] is not None and b[0] == n[0] for b, n in zip(before, now))
+        only_backward = all(n[1] - b[1] == backward for b, n in zip(before, now)) if backward else False
+        site = _site(frame)
+        grad_bytes = 0
+        for ref in self._grad_refs:
+            p = ref()
+            if p is not None and p.grad is not None:
+                grad_bytes += p.grad.numel() * p.grad.element_size()
+        self.evidence.grad_checks.append(GradCheck(
+            step=step, accumulated=same and only_backward, zero_grad_calls=zero,
+            backward_calls=backward, grad_bytes=grad_bytes, optimizer_name=self._optimizer_name,
+            file=site[0] if site else None, line=site[1] if site else None,
+            code=site[2] if site else None))
+
+    def on_finish(self, run: Run, outcome: Outcome) -> None:
+        if self._gc_callback_installed:
+            try:
+                gc.callbacks.remove(self._gc_callback)
+            except ValueError:
+                pass
+            self._gc_callback_installed = False
+        if self.deep and outcome.kind in ("oom", "exception", "interrupt") and outcome.frame is not None:
+            step = len(run.steps)
+            snaps = self.evidence.snapshots
+            if step > (snaps[-1].step if snaps else 0) + 1:
+                try:
+                    self._snapshot(run, step, outcome.frame)
+                except Exception as err:  # noqa: BLE001
+                    self.notes.append(f"final analysis failed: {type(err).__name__}: {err}")
+        if outcome.kind == "oom" and self.census_on_oom:
+            try:
+                from torchmem.collect.census import census
+
+                self.census = census()
+            except Exception as err:  # noqa: BLE001 - a report without census is still a report
+                self.notes.append(f"no census at the failure point: {type(err).__name__}: {err}")
+        from torchmem.analyze.growth import growth_by_device
+
+        self.growth = growth_by_device(run.steps)
+        self.findings = diagnose(self.evidence, self.growth)

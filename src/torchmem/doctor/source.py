@@ -1,0 +1,293 @@
+"""Find, in the user's source, the statement that keeps adding to a culprit.
+
+Given a culprit path such as ``losses``, ``self.history``, ``metrics['loss']``,
+``hidden`` or ``model._forward_hooks``, parse the files involved with :mod:`ast` and
+list the statements that grow or rebind it:
+
+* ``<x>.append/extend/insert/add/update/setdefault/appendleft(...)`` calls,
+* augmented assignments ``<x> += ...``,
+* subscript assignments ``<x>[k] = ...``,
+* rebinding assignments ``<x> = f(..., <x>, ...)`` (``h = model(x, h)``,
+  ``out, (h, c) = lstm(x, (h, c))``, ``self.memory = self.memory * 0.9 + m``),
+* ``register_*_hook(...)`` calls for hook dicts.
+
+Expressions are compared with subscripts removed and by their trailing names, so
+``self.history`` in a method matches the culprit ``trainer.history`` found from the
+caller, and ``metrics[name].append(loss)`` matches ``metrics['loss']``.
+
+Never imports torch; parses each file once (cached by path and modification time).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path"]
+
+_ADDERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault",
+                     "appendleft", "extendleft", "put", "put_nowait", "__setitem__"})
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement that grows or rebinds a culprit.
+
+    Attributes:
+        file, line: where it is (1-based line).
+        code: the source line, stripped.
+        kind: ``add`` (append-like call), ``augassign``, ``setitem``, ``assign``
+            (rebinding that reads the old value), ``rebind`` (plain rebinding) or ``hook``.
+        function: the enclosing function (``<module>`` at top level).
+        in_loop: the statement sits inside a ``for``/``while`` loop of its function.
+        value: source text of what is added or assigned (``loss`` in ``losses.append(loss)``).
+        target: source text of the culprit expression as written there.
+        method: the method called for ``add``/``hook`` kinds (``append``, ``register_forward_hook``).
+    """
+
+    file: str
+    line: int
+    code: str
+    kind: str
+    function: str
+    in_loop: bool
+    value: str | None = None
+    target: str | None = None
+    method: str | None = None
+
+
+def parse_path(path: str) -> list[str]:
+    """Split a culprit path into names, dropping subscripts and closure markers.
+
+    Example:
+        >>> parse_path("self.metrics['loss']")
+        ['self', 'metrics']
+        >>> parse_path("make.<locals>.cb:out")
+        ['out']
+    """
+    if ":" in path:
+        path = path.rsplit(":", 1)[1]
+    out: list[str] = []
+    depth = 0
+    current = ""
+    for ch in path:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif depth == 0:
+            if ch == ".":
+                if current:
+                    out.append(current)
+                current = ""
+            else:
+                current += ch
+    if current:
+        out.append(current)
+    return out
+
+
+def stem(node: ast.AST) -> list[str] | None:
+    """Names of an expression with subscripts removed (``a.b[k].c`` -> ``[a, b, c]``)."""
+    names: list[str] = []
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            names.append(node.id)
+            return names[::-1]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr",):
+            return None
+        else:
+            return None
+
+
+def _matches(expr: ast.AST, wanted: list[str]) -> bool:
+    names = stem(expr)
+    if not names or not wanted:
+        return False
+    if names == wanted:
+        return True
+    # trailing-name match: self.history ~ trainer.history; bare names must match exactly
+    if len(wanted) >= 2 and len(names) >= 2:
+        return names[-1] == wanted[-1]
+    if len(wanted) >= 2 and len(names) == 1:
+        return False
+    return len(names) == 1 and names == wanted[-1:]
+
+
+@lru_cache(maxsize=64)
+def _parse(file: str, mtime: float) -> tuple[ast.Module, tuple[str, ...]] | None:
+    try:
+        with open(file, "rb") as fh:
+            source = fh.read()
+        tree = ast.parse(source, filename=file)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    text = source.decode("utf-8", errors="replace")
+    return tree, tuple(text.splitlines())
+
+
+def _load(file: str) -> tuple[ast.Module, tuple[str, ...]] | None:
+    try:
+        mtime = os.path.getmtime(file)
+    except OSError:
+        return None
+    return _parse(file, mtime)
+
+
+def _reads(node: ast.AST, wanted: list[str]) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Name, ast.Attribute, ast.Subscript)) and _matches(sub, wanted):
+            return True
+    return False
+
+
+def _targets(target: ast.AST) -> list[ast.AST]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        out: list[ast.AST] = []
+        for elt in target.elts:
+            out.extend(_targets(elt.value if isinstance(elt, ast.Starred) else elt))
+        return out
+    return [target]
+
+
+class _Finder(ast.NodeVisitor):
+    def __init__(self, file: str, lines: tuple[str, ...], wanted: list[str], hook: bool) -> None:
+        self.file = file
+        self.lines = lines
+        self.wanted = wanted
+        self.hook = hook
+        self.function = "<module>"
+        self.loops = 0
+        self.found: list[Statement] = []
+
+    def _add(self, node: ast.AST, kind: str, value: ast.AST | None, target: ast.AST | None,
+             method: str | None = None) -> None:
+        line = getattr(node, "lineno", 0)
+        code = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        self.found.append(Statement(
+            file=self.file, line=line, code=code, kind=kind, function=self.function,
+            in_loop=self.loops > 0,
+            value=ast.unparse(value) if value is not None else None,
+            target=ast.unparse(target) if target is not None else None, method=method))
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        saved = self.function, self.loops
+        self.function, self.loops = node.name, 0
+        self.generic_visit(node)
+        self.function, self.loops = saved
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def _loop(self, node: ast.AST) -> None:
+        self.loops += 1
+        self.generic_visit(node)
+        self.loops -= 1
+
+    visit_For = visit_While = visit_AsyncFor = _loop
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if self.hook and func.attr.startswith("register_") and func.attr.endswith("hook"):
+                receiver = stem(func.value) or []
+                owner = self.wanted[:-1]  # model._forward_hooks -> model
+                if not owner or (receiver and receiver[-1] == owner[-1]) or receiver == owner:
+                    arg = node.args[0] if node.args else None
+                    self._add(node, "hook", arg, func.value, func.attr)
+            elif not self.hook and func.attr in _ADDERS and _matches(func.value, self.wanted):
+                arg = node.args[-1] if node.args else (node.keywords[0].value if node.keywords else None)
+                self._add(node, "add", arg, func.value, func.attr)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if not self.hook and _matches(node.target, self.wanted):
+            kind = "setitem" if isinstance(node.target, ast.Subscript) and stem(node.target) == self.wanted else "augassign"
+            self._add(node, kind, node.value, node.target)
+        self.generic_visit(node)
+
+    def _assign(self, node: ast.AST, targets: list[ast.AST], value: ast.AST | None) -> None:
+        if self.hook or value is None:
+            return
+        for target in targets:
+            for t in _targets(target):
+                if isinstance(t, ast.Subscript) and _matches(t.value, self.wanted):
+                    self._add(node, "setitem", value, t.value)
+                elif not isinstance(t, ast.Subscript) and _matches(t, self.wanted):
+                    self._add(node, "assign" if _reads(value, self.wanted) else "rebind", value, t)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._assign(node, node.targets, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._assign(node, [node.target], node.value)
+        self.generic_visit(node)
+
+
+def find_statements(path: str, files: list[str], *, hook: bool = False) -> list[Statement]:
+    """All statements in ``files`` that grow or rebind the culprit ``path``.
+
+    Args:
+        path: the culprit as reported (``self.history``, ``losses``...).
+        files: source files to search (duplicates and unreadable files are skipped).
+        hook: look for ``register_*_hook`` calls instead (``path`` names a hook dict).
+
+    Returns:
+        Matching statements in file order.
+    """
+    wanted = parse_path(path)
+    if hook and wanted and wanted[-1].startswith("_") and wanted[-1].endswith("hooks"):
+        wanted = wanted[:-1] + ["hooks"]
+    out: list[Statement] = []
+    for file in dict.fromkeys(f for f in files if f):
+        parsed = _load(file)
+        if parsed is None:
+            continue
+        tree, lines = parsed
+        finder = _Finder(file, lines, wanted, hook)
+        finder.visit(tree)
+        out.extend(finder.found)
+    return out
+
+
+_PREFERENCE = {
+    "container": ("add", "setitem", "augassign", "assign", "rebind"),
+    "chain": ("assign", "augassign", "rebind", "add", "setitem"),
+    "hook": ("hook",),
+}
+
+
+def best_statement(statements: list[Statement], want: str = "container",
+                   function: str | None = None, exact: str | None = None) -> Statement | None:
+    """Pick the statement most likely to keep adding to the culprit.
+
+    Args:
+        statements: candidates from :func:`find_statements`.
+        want: ``container`` (prefer append-like), ``chain`` (prefer rebinding that reads
+            the old value) or ``hook``.
+        function: the function that holds the culprit, preferred when tied.
+        exact: the culprit text; statements written exactly so are preferred.
+    """
+    order = _PREFERENCE.get(want, _PREFERENCE["container"])
+    best: tuple[tuple[int, ...], Statement] | None = None
+    for s in statements:
+        if s.kind not in order:
+            continue
+        score = (
+            -order.index(s.kind),
+            1 if s.in_loop else 0,
+            1 if exact is not None and s.target == exact else 0,
+            1 if function is not None and s.function == function else 0,
+            -s.line,
+        )
+        if best is None or score > best[0]:
+            best = (score, s)
+    return best[1] if best else None
