@@ -188,6 +188,8 @@ def _backward_roots(call: ast.Call, qualname: Callable[[ast.AST], str | None]
                 return [call.args[0]]
             if qualname(func) == "torch.autograd.backward":
                 return list(call.args[:1])
+            if qualname(func.value) is not None:  # dist_autograd.backward(ctx_id, [loss])
+                return list(call.args)
             return [func.value]
         if func.attr == "manual_backward":
             return list(call.args[:1])

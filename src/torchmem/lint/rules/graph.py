@@ -237,7 +237,10 @@ class HiddenStateCarried(Rule):
         value = node.value
         if ctx.loops and type(value) is ast.Call and type(value.func) is ast.Attribute \
                 and value.func.attr in ("detach_", "zero_", "fill_", "copy_"):
-            key = key_of(value.func.value)
+            recv = value.func.value
+            while type(recv) is ast.Subscript:  # hidden[0].detach_()
+                recv = recv.value
+            key = key_of(recv)
             if key:
                 self._bound([key], ctx)
 

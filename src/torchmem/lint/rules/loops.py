@@ -228,7 +228,8 @@ class ModuleToDeviceInLoop(Rule):
         return True
 
 
-_SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn"})
+#: allocation of a buffer (random factories make fresh data on purpose and are not flagged)
+_SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full"})
 
 
 def _invariant(node: ast.AST, assigned: set[str]) -> bool:
@@ -252,7 +253,7 @@ class BufferAllocInLoop(Rule):
 
     What:
         Flags ``buf = torch.zeros(1024, 1024, device=...)`` (also ``ones``, ``empty``,
-        ``full``, ``rand``, ``randn``) in a training loop or a loop over a data loader when
+        ``full``) in a training loop or a loop over a data loader when
         every size and option is a literal or a name the loop never re-binds, and the
         buffer is not kept beyond the iteration (appended, stored, returned).
 
@@ -264,7 +265,8 @@ class BufferAllocInLoop(Rule):
         the buffer's memory constant and visible.
 
     Known problems:
-        Reusing a buffer is wrong when a previous iteration's value is still referenced
+        Random factories (``rand``, ``randn``) are not flagged: a fresh random tensor per
+        step is usually the point. Reusing a buffer is wrong when a previous iteration's value is still referenced
         (for example saved by autograd for a backward pass that has not run yet); the rule
         cannot see every such use, so its fix is a suggestion, not automatic.
 
