@@ -106,9 +106,17 @@ def _tracemalloc() -> Iterator[None]:
         tracemalloc.stop()
 
 
+@contextlib.contextmanager
+def _monitor_steps() -> Iterator[None]:
+    with torchmem.Monitor(interval=None, device="cpu") as m:
+        m.step()  # one boundary reading per run (the runner would do one per step)
+        yield
+
+
 VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "plain": _plain,
     "Monitor (50 ms)": _monitor,
+    "Monitor (interval=None)": _monitor_steps,
     "Tracker (engine)": _tracker,
     "no-op dispatch mode": _noop_mode,
     "tracemalloc": _tracemalloc,
@@ -152,8 +160,8 @@ def per_op_table(reps: int, n: int = 20000) -> None:
             x.add_(0)  # one aten op, no new storage
 
     print(f"\n## Cost per aten op (microseconds; median of {reps} runs of {n} ops)\n")
-    print("| op | plain us | no-op mode us | Tracker us | Tracker extra us/op |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| op | plain us | no-op mode us | Tracker us | Tracker - plain | Tracker - no-op mode |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for label, fn in (("torch.add(x, 1) (new storage)", ops), ("x.add_(0) (in place)", inplace)):
         results: dict[str, list[float]] = {"plain": [], "noop": [], "tracker": []}
         ctxs = {"plain": _plain, "noop": _noop_mode, "tracker": _tracker}
@@ -163,7 +171,10 @@ def per_op_table(reps: int, n: int = 20000) -> None:
             for key, ctx in ctxs.items():
                 results[key].append(_time(fn, ctx) / n * 1e6)
         plain, noop, tracker = (statistics.median(results[k]) for k in ("plain", "noop", "tracker"))
-        print(f"| {label} | {plain:.2f} | {noop:.2f} | {tracker:.2f} | {tracker - plain:.2f} |")
+        print(
+            f"| {label} | {plain:.2f} | {noop:.2f} | {tracker:.2f} | {tracker - plain:.2f} "
+            f"| {tracker - noop:.2f} |"
+        )
 
 
 def read_table(reps: int) -> None:

@@ -89,6 +89,18 @@ def test_explicit_step_indices_tag_the_following_samples() -> None:
     assert [s.boundary for s in timeline.samples] == [False, True, False]
 
 
+def test_interval_none_samples_only_at_boundaries_without_a_thread() -> None:
+    m = torchmem.Monitor(interval=None, device="cpu").start()
+    assert _monitor_threads() == [] and m.running
+    for i in range(3):
+        m.step(i)
+    time.sleep(0.05)
+    timeline = m.stop()
+    assert [s.step for s in timeline.samples] == [None, 0, 1, 2, 2]
+    assert timeline.interval is None
+    assert Timeline.from_dict(timeline.to_dict()) == timeline
+
+
 def test_timeline_round_trips_through_json_dict() -> None:
     with torchmem.Monitor(interval=0.01, device="cpu") as m:
         m.step(0)
@@ -113,7 +125,7 @@ def test_per_step_rejects_an_unknown_mode() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"interval": 0}, "interval"), ({"interval": -1}, "interval"),
+    [({"interval": 0}, "interval"), ({"interval": -1}, "interval"), ({"interval": True}, "interval"),
      ({"interval": "fast"}, "interval"), ({"capacity": 0}, "capacity"),
      ({"capacity": 2.5}, "capacity")],
 )

@@ -128,8 +128,23 @@ class _Mode(TorchDispatchMode):
             engine._after(False, args, kwargs, out, before)
             return out
         out = func(*args, **kwargs)
-        if type(out) is torch.Tensor or isinstance(out, torch.Tensor):
-            engine._after_one(kind == _FRESH, args, out)
+        if isinstance(out, torch.Tensor):
+            # inlined fast path: one output, the common case
+            try:
+                st = out.untyped_storage()
+            except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+                return out
+            key = st._cdata
+            if key in engine._refs:
+                return out
+            if kind == _NEW:
+                for a in args:
+                    if isinstance(a, torch.Tensor):
+                        if _key(a) == key:
+                            return out
+                    elif isinstance(a, (list, tuple)) and key in engine._input_keys(a, None):
+                        return out
+            engine._add(st, key)
         else:
             engine._after(kind == _FRESH, args, kwargs, out, None)
         return out
@@ -168,6 +183,7 @@ class Engine:
         self._ops: dict[Any, _OpInfo] = {}
         self._tls = threading.local()
         self._warm = False
+        self._callback = self._on_free
         self.live: dict[str, int] = {}
         self.peak: dict[str, int] = {}
 
@@ -267,24 +283,6 @@ class Engine:
                     continue  # a view of, or an in-place result on, an input
             self._add(st, key)
 
-    def _after_one(self, always_new: bool, args: Any, t: torch.Tensor) -> None:
-        """:meth:`_after` for the common case of one tensor output and no written args."""
-        try:
-            st = t.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError, AttributeError):
-            return
-        key = st._cdata
-        if key in self._refs:
-            return
-        if not always_new:
-            for a in args:
-                if isinstance(a, torch.Tensor):
-                    if _key(a) == key:
-                        return
-                elif isinstance(a, (list, tuple)) and key in self._input_keys(a, None):
-                    return
-        self._add(st, key)
-
     @staticmethod
     def _input_keys(args: Any, kwargs: Any) -> set[int]:
         values = list(args) + (list(kwargs.values()) if kwargs else [])
@@ -305,7 +303,7 @@ class Engine:
         if dev not in self._users:
             return  # meta/fake storages, or a device no tracker asked for
         n = int(st.nbytes())
-        ref = _StorageRef(st, self._on_free)  # allocate before taking the lock
+        ref = _StorageRef(st, self._callback)  # allocate before taking the lock
         ref.key, ref.nbytes, ref.dev = key, n, dev
         with self._lock:
             if dev not in self._users:

@@ -39,7 +39,9 @@ class Monitor:
     """Sample a device's memory in the background.
 
     Args:
-        interval: seconds between samples (> 0; default 0.05).
+        interval: seconds between samples (> 0; default 0.05), or ``None`` for no
+            sampler thread at all: samples are then taken only by ``start``, ``step``
+            and ``stop`` (zero background cost; one reading per step).
         device: device to sample (see :func:`torchmem.read`); ``None`` is the current
             accelerator if one is initialised, else the CPU.
         capacity: the most samples kept (ring buffer; >= 1).
@@ -61,9 +63,11 @@ class Monitor:
     """
 
     def __init__(
-        self, interval: float = 0.05, device: DeviceLike = None, capacity: int = 10_000
+        self, interval: float | None = 0.05, device: DeviceLike = None, capacity: int = 10_000
     ) -> None:
-        if not isinstance(interval, (int, float)) or not interval > 0:
+        if interval is not None and (
+            isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0
+        ):
             raise UsageError(
                 f"torchmem.Monitor: interval must be a positive number of seconds; "
                 f"expected e.g. 0.05, got {interval!r}",
@@ -76,7 +80,7 @@ class Monitor:
                 tip="capacity bounds the samples kept in memory",
             )
         self.device = resolve_device(device)
-        self.interval = float(interval)
+        self.interval = None if interval is None else float(interval)
         self.capacity = capacity
         self.error: BaseException | None = None
         self._lock = threading.Lock()
@@ -105,7 +109,8 @@ class Monitor:
         self._started = time.time()
         self._sample(boundary=False)
         self._thread = threading.Thread(target=self._run, name="torchmem-monitor", daemon=True)
-        self._thread.start()
+        if self.interval is not None:
+            self._thread.start()
         return self
 
     def stop(self) -> Timeline:
@@ -122,7 +127,8 @@ class Monitor:
             )
         if self._stopped is None:
             self._wake.set()
-            thread.join()
+            if thread.is_alive():
+                thread.join()
             self._sample(boundary=False)
             self._stopped = time.time()
         return self.timeline
@@ -145,7 +151,7 @@ class Monitor:
         return self._thread is not None and self._stopped is None
 
     def _run(self) -> None:
-        interval = self.interval
+        interval = self.interval or 0.05
         while not self._wake.wait(interval):
             try:
                 self._sample(boundary=False)
@@ -183,7 +189,7 @@ class Monitor:
             if i is None:
                 i = 0 if self._step is None else self._step + 1
             self._step = int(i)
-        if sample and self.running:
+        if sample and self.running:  # also without a sampler thread (interval=None)
             self._sample(boundary=True)
         return int(i)
 

@@ -43,7 +43,7 @@ class Timeline(Record):
 
     Attributes:
         device: device sampled.
-        interval: seconds between periodic samples.
+        interval: seconds between periodic samples (``None``: step boundaries only).
         capacity: most samples kept; older ones are dropped (counted in ``dropped``).
         samples: the samples kept, oldest first.
         dropped: samples evicted from the ring buffer.
@@ -54,7 +54,7 @@ class Timeline(Record):
     """
 
     device: str
-    interval: float
+    interval: float | None
     capacity: int
     samples: tuple[Sample, ...] = ()
     dropped: int = 0
