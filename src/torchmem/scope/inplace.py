@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key
+from torchmem.collect.graph import _saved_attrs, iter_nodes, saved_tensors, storage_key
 from torchmem.errors import InputMutationError, UsageError
 from torchmem.model.scope import InplaceVerdict
 
@@ -44,9 +44,7 @@ def _name(node: Any) -> str:
 
 def _version_mismatch(node: Any) -> bool:
     """True when unpacking one of ``node``'s saved tensors fails on a version check."""
-    for attr in dir(node):
-        if not attr.startswith("_saved_"):
-            continue
+    for attr in _saved_attrs(node):
         try:
             getattr(node, attr)
         except RuntimeError as e:
@@ -126,14 +124,6 @@ def explain_inplace(t: torch.Tensor, *roots: Any) -> InplaceVerdict:
                 "modified with grad mode on",
                 fix="modify it under torch.no_grad() too, or clone it",
             )
-    if t.grad_fn is not None and _version_mismatch(t.grad_fn):
-        return InplaceVerdict(
-            False, "already_modified",
-            f"its own node {_name(t.grad_fn)} saved a version that was already "
-            "overwritten: backward through it will raise",
-            nodes=(_name(t.grad_fn),),
-            fix="recompute it, and " + _FIX_CLONE,
-        )
     key = storage_key(t)
     starts: list[Any] = []
     if t.grad_fn is not None:
@@ -147,12 +137,23 @@ def explain_inplace(t: torch.Tensor, *roots: Any) -> InplaceVerdict:
         elif r is not None:
             starts.append(r)
     savers: list[str] = []
-    if key is not None:
-        for node in iter_nodes(starts):
-            saved = saved_tensors(node)
-            if any(storage_key(s) == key for s in saved):
-                savers.append(_name(node))
-            del saved
+    broken: list[str] = []
+    for node in iter_nodes(starts):
+        if _version_mismatch(node):
+            broken.append(_name(node))
+            continue
+        saved = saved_tensors(node)
+        if key is not None and any(storage_key(s) == key for s in saved):
+            savers.append(_name(node))
+        del saved
+    if broken:
+        return InplaceVerdict(
+            False, "already_modified",
+            f"{', '.join(broken)} saved a tensor that was already overwritten in place: "
+            "backward through this graph will raise",
+            nodes=tuple(broken), fix="recompute the graph, and " + _FIX_CLONE,
+            checked_roots=len(roots),
+        )
     if savers:
         return InplaceVerdict(
             False, "error_at_backward",
