@@ -1,4 +1,10 @@
-"""TMM4xx: autograd and storage APIs used in ways that are unsafe, deprecated or fail."""
+"""TMM4xx: autograd and storage APIs used in ways that are unsafe, deprecated or fail.
+
+Legacy or misused APIs around autograd and storages: ``.data``, ``.storage()``, in-place
+updates of parameters with recording on, and ``checkpoint`` without ``use_reentrant``.
+These rules need evidence that the receiver is a tensor (a parameter, a model output, a
+factory result, ``.weight``/``.bias``/``.grad``), so ``dataset.data`` stays silent.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,14 @@
-"""TMM1xx: autograd graphs kept alive longer than one iteration."""
+"""TMM1xx: autograd graphs kept alive longer than one iteration.
+
+A tensor computed with autograd recording on references its ``grad_fn`` and, through it,
+the graph of the computation that produced it, with the activations saved for backward.
+These rules find code that keeps such tensors (and so their graphs) beyond the iteration
+that made them: accumulated losses and outputs, recurrent state fed back, evaluation run
+with recording on, graphs retained on purpose and never used. They follow values through
+each function's data flow: a value counts as graph-carrying when it comes from a model or
+criterion call (or a tensor that requires grad) outside ``torch.no_grad()`` and no
+``.item()``, ``.detach()``, ``float()`` or comparison intervenes.
+"""
 
 from __future__ import annotations
 

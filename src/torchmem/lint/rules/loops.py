@@ -1,4 +1,10 @@
-"""TMM2xx: work that belongs outside the per-step loop (cache flushes, moves, allocations)."""
+"""TMM2xx: work that belongs outside the per-step loop (cache flushes, moves, allocations).
+
+These rules look only at loops that run once per step: a training loop (its body calls
+``backward()`` or an optimizer ``step()``) or a loop over a data loader, and only at code
+that runs on every iteration (not under an ``if`` or in an ``except`` handler). Periodic
+or error-handling calls are fine and stay silent.
+"""
 
 from __future__ import annotations
 

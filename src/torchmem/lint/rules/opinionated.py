@@ -1,4 +1,9 @@
-"""TMM9xx: opinionated performance rules, off by default (``--select TMM9`` enables them)."""
+"""TMM9xx: opinionated performance rules, off by default (``--select TMM9`` enables them).
+
+These rules point at throughput costs (host-device synchronisation, pageable-memory
+copies) that are often acceptable. Enable them with ``--select TMM9`` (or ``ALL``) when
+tuning a training loop.
+"""
 
 from __future__ import annotations
 
@@ -37,8 +42,12 @@ class SyncInHotLoop(Rule):
 
     Example:
         ```python
+        running = 0.0
         for x, y in loader:
-            loss = step(model, x, y)
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
             running += loss.item()
         ```
 
@@ -46,7 +55,10 @@ class SyncInHotLoop(Rule):
         ```python
         running = torch.zeros((), device=device)
         for x, y in loader:
-            loss = step(model, x, y)
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
             running += loss.detach()
         print(running.item())
         ```
@@ -94,11 +106,15 @@ class DataLoaderPinMemory(Rule):
     Example:
         ```python
         loader = DataLoader(dataset, batch_size=64, num_workers=4)
+        for x, y in loader:
+            x, y = x.to("cuda", non_blocking=True), y.to("cuda", non_blocking=True)
         ```
 
     Use instead:
         ```python
         loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+        for x, y in loader:
+            x, y = x.to("cuda", non_blocking=True), y.to("cuda", non_blocking=True)
         ```
     """
 

@@ -1,4 +1,8 @@
-"""TMM5xx: training-loop correctness (not memory, but found by the same analysis)."""
+"""TMM5xx: training-loop correctness (not memory, but found by the same analysis).
+
+The same loop analysis that finds memory problems finds training loops whose updates are
+wrong. These findings are correctness bugs and are reported as such, not as leaks.
+"""
 
 from __future__ import annotations
 

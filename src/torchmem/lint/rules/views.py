@@ -1,4 +1,9 @@
-"""TMM3xx: views that keep a larger storage alive."""
+"""TMM3xx: views that keep a larger storage alive.
+
+Slicing, ``view``, ``narrow``, ``transpose``, ``split`` and ``detach`` return views: new
+tensor objects over the *same* storage. Memory is released per storage, so a view keeps
+all of its base tensor's bytes alive, whatever its own size.
+"""
 
 from __future__ import annotations
 
