@@ -197,10 +197,8 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
             return "eval_graph"
         return "retained_graph"
     if sig["nodes"] >= MIN_COUNT_PER_STEP and sig["tensors"] < MIN_COUNT_PER_STEP:
-        if flags:
-            return "backward_flags_graph"
-        if stats.chain_numel == 1:
-            return "retained_graph"
+        if stats.chain_numel == 1:  # a running scalar sum such as `total += loss`
+            return "backward_flags_graph" if flags else "retained_graph"
         return "hidden_state_chain"
     if pinned_share >= 0.5:
         return "view_pins_storage"

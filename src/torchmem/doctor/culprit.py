@@ -32,6 +32,7 @@ Known limitations:
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import types
 from collections import deque
@@ -58,6 +59,35 @@ _SKIP_CLASS_MODULES = ("logging", "threading", "_thread", "io", "_io", "socket",
                        "multiprocessing", "concurrent", "asyncio", "tqdm", "torch.utils.data",
                        "torch._", "torch.fx", "torch.jit", "torch.distributed", "torchmem")
 _MAX_KEYS_TRACKED = 64
+# nn.Parameter's metaclass makes isinstance() slow (Python-level __instancecheck__)
+_PARAM_TYPES = frozenset(c for c in (torch.nn.Parameter,
+                                     getattr(torch.nn.parameter, "UninitializedParameter", None))
+                         if c is not None)
+_user_modules_cache: tuple[int, list[str]] = (-1, [])
+
+
+def _user_modules(is_user: Callable[[str], bool]) -> list[str]:
+    """Names of imported modules whose file is user code (cached while sys.modules is stable)."""
+    global _user_modules_cache
+    n = len(sys.modules)
+    if _user_modules_cache[0] != n:
+        import site
+        import sysconfig
+
+        libs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")}
+        try:
+            libs.update(site.getsitepackages())
+        except AttributeError:  # virtualenvs of old
+            pass
+        prefixes = tuple(os.path.join(os.path.realpath(d), "") for d in libs if d)
+        names = []
+        for name, mod in list(sys.modules.items()):
+            file = getattr(mod, "__file__", None)
+            if (isinstance(file, str) and name != "__main__" and is_user(file)
+                    and not os.path.realpath(file).startswith(prefixes)):
+                names.append(name)
+        _user_modules_cache = (n, names)
+    return _user_modules_cache[1]
 _TRACK_DEPTH = 3
 
 
@@ -236,7 +266,7 @@ class _Walker:
     # -- tensors and graphs -------------------------------------------------------
     def _tensor(self, t: torch.Tensor, tracked: list[PathStats]) -> None:
         key = storage_key(t)
-        if key is None or key in self.owned or isinstance(t, torch.nn.Parameter):
+        if key is None or key in self.owned or type(t) in _PARAM_TYPES:
             return
         if key not in self.storages:
             self.storages.add(key)
@@ -527,10 +557,10 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
     if main_globals is not None:
         namespaces.append((_root_items(main_globals), "global", "<module>",
                            str(main_globals.get("__file__") or "")))
-    for modname, mod in list(sys.modules.items()):
+    for modname in _user_modules(is_user):
+        mod = sys.modules.get(modname)
         file = getattr(mod, "__file__", None)
-        if (file and modname != "__main__" and is_user(file)
-                and mod.__dict__ is not main_globals):
+        if mod is not None and file and mod.__dict__ is not main_globals:
             items = [(f"{modname}.{k}", v) for k, v in _root_items(vars(mod))]
             namespaces.append((items, "global", "<module>", file))
     from torch.nn.modules import module as _mm

@@ -62,19 +62,20 @@ class DoctorProbe(Probe):
 
     Args:
         deep: run the deep analysis at the boundaries (False: growth verdict only).
-        census_on_oom: take a census of live tensors when the script runs out of memory.
+        census_at_end: take a census of the live tensors when the script ends (at the
+            failure point for an exception or an out-of-memory error).
 
     Attributes (after the run):
         findings: the diagnosed findings, largest first.
         growth: growth verdicts per device.
         evidence: the raw evidence (snapshots etc.), plain data.
-        census: the census taken at an OOM (or None).
+        census: the census taken at the end or at the failure point (or None).
         analysis_s: seconds spent in deep analysis.
     """
 
-    def __init__(self, deep: bool = True, census_on_oom: bool = True) -> None:
+    def __init__(self, deep: bool = True, census_at_end: bool = True) -> None:
         self.deep = deep
-        self.census_on_oom = census_on_oom
+        self.census_at_end = census_at_end
         self.evidence = Evidence()
         self.findings: list[Any] = []
         self.growth: list[Any] = []
@@ -88,6 +89,7 @@ class DoctorProbe(Probe):
         self._grad_state: tuple[int, list[tuple[int | None, int]], int, int] | None = None
         self._optimizer_name: str | None = None
         self._last_garbage_step = 0
+        self._full_done = False
 
     # -- per-step bookkeeping ---------------------------------------------------
     def _reset_step_counters(self) -> None:
@@ -160,18 +162,20 @@ class DoctorProbe(Probe):
             del snaps[1]
 
     def _maybe_collect(self, run: Run, step: int) -> None:
-        rising = False
-        steps = run.steps
-        if len(steps) >= 4:
-            a, b = steps[len(steps) // 2], steps[-1]
-            if b.step > a.step:
-                rising = (b.used.get("cpu", 0) - a.used.get("cpu", 0)) / (b.step - a.step) >= 1024
-        if not (self._gc_found or rising):
-            return
-        self._gc_found = 0
+        """Inspect cyclic garbage: young generations each boundary, everything when needed."""
         from torchmem.doctor.garbage import inspect_garbage
 
-        record = inspect_garbage(step, step - self._last_garbage_step, run.frames.is_user_file)
+        full = False
+        steps = run.steps
+        explained = any(g.tensor_bytes for g in self.evidence.garbage)
+        if self._gc_found and len(steps) >= 8 and not explained and not self._full_done:
+            a, b = steps[len(steps) // 2], steps[-1]
+            if b.step > a.step:
+                full = (b.used.get("cpu", 0) - a.used.get("cpu", 0)) / (b.step - a.step) >= 64 * 1024
+        self._gc_found = 0
+        self._full_done = self._full_done or full
+        record = inspect_garbage(step, step - self._last_garbage_step, run.frames.is_user_file,
+                                 generation=2 if full else 1)
         self._last_garbage_step = step
         self.evidence.garbage.append(record)
 
@@ -258,7 +262,7 @@ class DoctorProbe(Probe):
                     self._snapshot(run, step, outcome.frame)
                 except Exception as err:  # noqa: BLE001
                     self.notes.append(f"final analysis failed: {type(err).__name__}: {err}")
-        if outcome.kind == "oom" and self.census_on_oom:
+        if self.census_at_end or (outcome.kind == "oom" and self.deep):
             try:
                 from torchmem.collect.census import census
 

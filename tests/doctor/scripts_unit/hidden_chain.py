@@ -2,7 +2,7 @@ import torch
 from torch import nn
 
 
-class Net(nn.Module):
+class Reader(nn.Module):
     def __init__(self):
         super().__init__()
         self.cell = nn.LSTMCell(32, 64)
@@ -15,15 +15,15 @@ class Net(nn.Module):
 
 def train(steps):
     torch.manual_seed(0)
-    net = Net()
-    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    net = Reader()
+    opt = torch.optim.SGD(net.head.parameters(), lr=0.01)
     state = (torch.zeros(16, 64), torch.zeros(16, 64))
     for _ in range(steps):
         x = torch.randn(16, 32)
         out, state = net(x, state)
         loss = out.pow(2).mean()
         opt.zero_grad()
-        loss.backward(retain_graph=False) if False else loss.backward(retain_graph=True)
+        loss.backward(retain_graph=True)
         opt.step()
     return loss.item()
 

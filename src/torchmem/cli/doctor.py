@@ -1,0 +1,102 @@
+"""``torchmem doctor``: run a script, find why memory grows, name the culprit and the fix.
+
+Runs the script as ``python script.py`` would (its stdout untouched), watches memory at
+every training step, analyses the script's variables at a few step boundaries, and
+prints a report on stderr: the growth verdict per device and the findings, ranked by
+bytes, each with its culprit (``file:line``), the proof and the fix. ``--json FILE``
+saves the capture (``torchmem report`` renders it again later); ``--html FILE`` writes
+one self-contained page. Exits with the script's own exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from torchmem.cli._script_args import add_target_arguments, parse_with_target
+from torchmem.errors import UsageError
+
+SUMMARY = "run a script, find why memory grows, name the culprit and the fix"
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage=f"{prog} [options] (script.py | -m module) [script args...]",
+        description="Run a Python training script as 'python script.py' would, find why its "
+                    "memory grows, and name the culprit (variable, file:line), the proof and "
+                    "the fix.",
+        epilog="Options must come before the script; everything after it goes to the script. "
+               "The report is written to stderr; the script's stdout is untouched.",
+    )
+    parser.add_argument("--steps", type=int, metavar="N",
+                        help="stop the script cleanly after N training steps")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the capture as JSON (render it later with 'torchmem report')")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    parser.add_argument("--interval", type=float, default=0.05, metavar="SECONDS",
+                        help="background sampling interval for the timeline (default: 0.05; "
+                             "0 disables it)")
+    parser.add_argument("--growth-only", action="store_true",
+                        help="only the per-step growth verdict: no analysis of the script's "
+                             "variables (cheapest)")
+    parser.add_argument("--quiet", action="store_true", help="print no report")
+    add_target_arguments(parser)
+    return parser
+
+
+def _census_summary(census: Any) -> tuple[tuple[Any, ...], dict[str, int]]:
+    from torchmem.model.capture import StorageSummary
+
+    if census is None:
+        return (), {}
+    rows = []
+    for entry in census.top(10):
+        rows.append(StorageSummary(nbytes=entry.nbytes, device=entry.device, dtype=entry.dtype,
+                                   shape=tuple(entry.shapes[0]) if entry.shapes else (),
+                                   role=entry.role, name=entry.name))
+    return tuple(rows), dict(census.bytes_by_role())
+
+
+def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
+    """Run ``torchmem doctor`` with ``argv``; return the script's exit code."""
+    parser = build_parser(prog)
+    args, target = parse_with_target(parser, argv)
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be at least 1; got {args.steps}")
+    if args.interval < 0:
+        raise UsageError(f"--interval must be >= 0 seconds; got {args.interval}")
+    render_html = None
+    if args.html:
+        try:
+            from torchmem.report.html import write_html as render_html  # type: ignore[no-redef]
+        except ImportError:
+            raise UsageError("--html needs torchmem's HTML report, which this installation "
+                             "lacks; expected torchmem.report.html",
+                             tip="use --json FILE and 'torchmem report FILE --html OUT'") from None
+
+    from torchmem.cli.run import save_capture
+    from torchmem.doctor.probe import DoctorProbe
+    from torchmem.doctor.runner import run_script
+
+    probe = DoctorProbe(deep=not args.growth_only, census_at_end=not args.growth_only)
+    result = run_script(target, [probe], max_steps=args.steps,
+                        monitor_interval=args.interval or None)
+    top, roles = _census_summary(probe.census)
+    notes = list(probe.notes) + [g.reason for g in probe.growth if g.verdict == "undecided"]
+    capture = result.to_capture("torchmem doctor", findings=probe.findings, growth=probe.growth,
+                                top_storages=top, bytes_by_role=roles, notes=notes)
+    if not args.quiet:
+        from torchmem.report.terminal import render_capture
+
+        render_capture(capture, file=sys.stderr)
+    code = save_capture(capture, args.json, result.exit_code, prog)
+    if render_html is not None:
+        try:
+            render_html(capture, args.html)
+        except OSError as err:
+            print(f"{prog}: error: cannot write {args.html}: {err.strerror or err}", file=sys.stderr)
+            return code or 2
+        print(f"HTML report written to {args.html}", file=sys.stderr)
+    return code
