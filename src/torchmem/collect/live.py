@@ -33,6 +33,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 from itertools import compress
+from operator import not_
 from typing import Any, Iterator
 
 import torch
@@ -42,13 +43,14 @@ from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key
 
 __all__ = ["iter_live_tensors", "live_tensor_bytes", "tensor_types", "LiveScan", "scan"]
 
-_storage_id = getattr(torch._C, "_storage_id", None)
 _untyped_storage = Tensor.untyped_storage
 _requires_grad = Tensor.requires_grad.__get__  # type: ignore[attr-defined]
 _grad_fn = Tensor.grad_fn.__get__  # type: ignore[attr-defined]
 _grad = Tensor.grad.__get__  # type: ignore[attr-defined]
 _storage_nbytes = torch._C.StorageBase.nbytes
 _storage_device = torch._C.StorageBase.device.__get__  # type: ignore[attr-defined]
+_storage_cdata = torch._C.StorageBase._cdata.__get__  # type: ignore[attr-defined]
+_layout = Tensor.layout.__get__  # type: ignore[attr-defined]
 
 #: classes whose instances own no memory of their own (tracing/compile-time tensors)
 _NO_MEMORY_NAMES = frozenset({"FakeTensor", "FunctionalTensor", "FakeTensorWithNoData"})
@@ -94,14 +96,34 @@ def _sparse_parts(t: Tensor) -> list[Tensor]:
     return []
 
 
-def _keys(tensors: list[Tensor]) -> list[int | None]:
-    """Storage keys of ``tensors`` (same values as :func:`graph.storage_key`)."""
-    if _storage_id is not None:
+def _storages(tensors: list[Tensor]) -> tuple[list[Tensor], list[Any], list[Tensor]]:
+    """(tensors with a storage, their untyped storages, tensors without one).
+
+    One C-level ``map`` in the common case; sparse and other storage-less tensors make
+    it raise, and then the tensors are split by layout (and, failing that, one by one).
+    """
+    try:
+        return tensors, list(map(_untyped_storage, tensors)), []
+    except Exception:  # noqa: BLE001 - a sparse or exotic tensor among them
+        pass
+    strided = list(map(torch.strided.__eq__, map(_layout, tensors)))
+    dense = list(compress(tensors, strided))
+    rest = list(compress(tensors, map(not_, strided)))
+    try:
+        return dense, list(map(_untyped_storage, dense)), rest
+    except Exception:  # noqa: BLE001
+        pass
+    ok: list[Tensor] = []
+    storages: list[Any] = []
+    for t in dense:
         try:
-            return list(map(_storage_id, tensors))
-        except Exception:  # noqa: BLE001 - one odd tensor: fall back to the careful path
-            pass
-    return [storage_key(t) for t in tensors]
+            s = _untyped_storage(t)
+        except Exception:  # noqa: BLE001 - no storage: skip it
+            rest.append(t)
+            continue
+        ok.append(t)
+        storages.append(s)
+    return ok, storages, rest
 
 
 @dataclass
@@ -110,21 +132,27 @@ class LiveScan:
 
     Attributes:
         tensors: gc-visible tensors that have a storage (views included, not deduplicated).
+        storages: untyped storage of each entry in ``tensors`` (same order).
         keys: storage key of each entry in ``tensors`` (same order).
         grads: gradients (``.grad``) of parameters and leaf tensors that require grad.
         grad_owners: for each gradient, the tensor whose ``.grad`` it is.
         saved: tensors saved for backward by the pending graphs of live tensors.
+        saved_by: for each saved tensor, the class name of the node that saved it.
         graph_leaves: leaf tensors that graphs accumulate into (``AccumulateGrad``).
         graph_nodes: number of distinct autograd nodes walked.
+        owners: gc-tracked objects of the ``owner_types`` passed to :func:`scan`.
     """
 
     tensors: list[Tensor] = field(default_factory=list)
+    storages: list[Any] = field(default_factory=list)
     keys: list[int] = field(default_factory=list)
     grads: list[Tensor] = field(default_factory=list)
     grad_owners: list[Tensor] = field(default_factory=list)
     saved: list[Tensor] = field(default_factory=list)
+    saved_by: list[str] = field(default_factory=list)
     graph_leaves: list[Tensor] = field(default_factory=list)
     graph_nodes: int = 0
+    owners: list[Any] = field(default_factory=list)
 
     def extra(self) -> Iterator[Tensor]:
         """Tensors found outside the gc scan: gradients, saved tensors, graph leaves."""
@@ -134,51 +162,66 @@ class LiveScan:
 
 
 def _gc_tensors(
-    plain: frozenset[type], special: frozenset[type], gc_collect: bool
-) -> tuple[list[Tensor], list[Tensor]]:
-    """(plain-class tensors, other-class tensors) among gc-tracked objects."""
+    plain: frozenset[type], special: frozenset[type], owners: frozenset[type], gc_collect: bool
+) -> tuple[list[Tensor], list[Tensor], list[Any], list[Tensor]]:
+    """(plain-class tensors, other-class tensors, owners, parameters) among gc objects.
+
+    One C-level pass over all gc-tracked objects keeps the candidates; the split
+    passes run over the candidates only, and only for the kinds present.
+    """
     if gc_collect:
         gc.collect()
+    wanted = plain | special | owners
     objs = gc.get_objects()
     try:
-        kinds = list(map(type, objs))
-        found = list(compress(objs, map(plain.__contains__, kinds)))
-        odd = list(compress(objs, map(special.__contains__, kinds))) if special else []
+        cand = list(compress(objs, map(wanted.__contains__, map(type, objs))))
     finally:
         del objs
-    return found, odd
+    kinds = list(map(type, cand))
+    present = set(kinds)
+    params_t = {c for c in present if issubclass(c, torch.nn.Parameter)}
+    if present <= plain:
+        found = cand
+    else:
+        found = list(compress(cand, map(plain.__contains__, kinds)))
+    odd = list(compress(cand, map(special.__contains__, kinds))) if present & special else []
+    others = list(compress(cand, map(owners.__contains__, kinds))) if present & owners else []
+    params = list(compress(cand, map(params_t.__contains__, kinds))) if params_t else []
+    return found, odd, others, params
 
 
-def scan(*, include_graphs: bool = True, gc_collect: bool = False) -> LiveScan:
+def scan(
+    *, include_graphs: bool = True, gc_collect: bool = False, owner_types: frozenset[type] = frozenset()
+) -> LiveScan:
     """Find the live tensors once (see the module docstring for what is found).
 
     Args:
         include_graphs: also walk the autograd graphs of live tensors for saved tensors.
         gc_collect: run :func:`gc.collect` first, so unreachable cycles are not counted.
+        owner_types: also collect the gc-tracked objects of exactly these classes
+            (e.g. module and optimizer classes) into ``owners``, in the same pass.
 
     Returns:
         A :class:`LiveScan`. It holds tensors: use it and drop it before returning to
         user code.
     """
     plain, special = tensor_types()
-    found, odd = _gc_tensors(plain, special, gc_collect)
-    result = LiveScan()
-    keys = _keys(found)
-    if None in keys:  # sparse and other storage-less plain tensors
-        odd.extend(t for t, k in zip(found, keys) if k is None)
-        pairs = [(t, k) for t, k in zip(found, keys) if k is not None]
-        found = [t for t, _ in pairs]
-        keys = [k for _, k in pairs]
-        del pairs
-    result.tensors = found
-    result.keys = keys  # type: ignore[assignment]
+    found, odd, owners, params = _gc_tensors(plain, special, owner_types, gc_collect)
+    result = LiveScan(owners=owners)
+    found, storages, no_storage = _storages(found)
+    odd.extend(no_storage)
     for t in odd:
         for part in (_sparse_parts(t) if t.layout != torch.strided else [t]):
-            key = storage_key(part)
-            if key is not None:
-                result.tensors.append(part)
-                result.keys.append(key)
-    del odd
+            try:
+                storage = _untyped_storage(part)
+            except Exception:  # noqa: BLE001 - wrapper subclasses without a storage
+                continue
+            found.append(part)
+            storages.append(storage)
+    del odd, no_storage
+    result.tensors = found
+    result.storages = storages
+    result.keys = list(map(_storage_cdata, storages))
 
     needs_grad = list(compress(result.tensors, map(_requires_grad, result.tensors)))
     roots: dict[int, Any] = {}
@@ -192,14 +235,13 @@ def scan(*, include_graphs: bool = True, gc_collect: bool = False) -> LiveScan:
             result.grads.append(g)
             result.grad_owners.append(t)
     # parameters frozen after training may keep a stale .grad without requires_grad
-    param_types = {c for c in (*plain, *special) if issubclass(c, torch.nn.Parameter)}
-    for t in compress(result.tensors, map(param_types.__contains__, map(type, result.tensors))):
+    for t in params:
         if not _requires_grad(t):
             g = _grad(t)
             if g is not None:
                 result.grads.append(g)
                 result.grad_owners.append(t)
-    del needs_grad
+    del needs_grad, params
     if include_graphs and roots:
         _walk_graphs(list(roots.values()), result)
     return result
@@ -212,7 +254,10 @@ def _walk_graphs(roots: list[Any], result: LiveScan) -> None:
         if isinstance(variable, Tensor):
             result.graph_leaves.append(variable)
             continue
-        result.saved.extend(saved_tensors(node))
+        saved = saved_tensors(node)
+        if saved:
+            result.saved.extend(saved)
+            result.saved_by.extend([type(node).__name__] * len(saved))
 
 
 def iter_live_tensors(include_graphs: bool = True, gc_collect: bool = False) -> Iterator[Tensor]:
@@ -268,20 +313,21 @@ def live_tensor_bytes(include_graphs: bool = True, gc_collect: bool = False) -> 
         True
     """
     found = scan(include_graphs=include_graphs, gc_collect=gc_collect)
-    try:
-        first: dict[int, Tensor] = dict(zip(found.keys, found.tensors))
-        for t in found.extra():
-            key = storage_key(t)
-            if key is not None and key not in first:
-                first[key] = t
-        del found
-        storages = list(map(_untyped_storage, first.values()))
-        first.clear()
-        out: dict[str, int] = {}
-        by_device: dict[Any, int] = {}
-        for dev, nbytes in zip(map(_storage_device, storages), map(_storage_nbytes, storages)):
-            by_device[dev] = by_device.get(dev, 0) + nbytes
-        del storages
-        return {str(dev): n for dev, n in by_device.items() if dev.type != "meta"}
-    finally:
-        found = None  # type: ignore[assignment]
+    first: dict[int, Any] = dict(zip(found.keys, found.storages))
+    for t in found.extra():
+        key = storage_key(t)
+        if key is not None and key not in first:
+            first[key] = _untyped_storage(t)
+    t = None
+    del found
+    storages = list(first.values())
+    first.clear()
+    sizes = list(map(_storage_nbytes, storages))
+    devices = list(map(_storage_device, storages))
+    del storages
+    kinds = set(devices)
+    if len(kinds) == 1:
+        totals = {kinds.pop(): sum(sizes)}
+    else:
+        totals = {dev: sum(compress(sizes, map(dev.__eq__, devices))) for dev in kinds}
+    return {str(dev): n for dev, n in totals.items() if dev.type != "meta"}

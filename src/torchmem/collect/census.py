@@ -1,0 +1,321 @@
+"""``torchmem.census()``: every live tensor storage, its bytes and its role.
+
+The census scans live tensors once (:mod:`torchmem.collect.live`: the gc scan, gradients
+held in C++, tensors saved by pending autograd graphs), deduplicates them by storage,
+classifies each storage (:mod:`torchmem.collect.roles`) and finds views that pin a much
+larger storage. It returns a :class:`~torchmem.model.census.Census` of plain data and
+holds none of the user's tensors afterwards.
+
+Cost: O(O) for the gc scan over all O gc-tracked objects plus O(T) C-level passes over
+the T live tensors (~0.4-0.6 us per tensor in total), O(S) for the S storages of
+known owners (modules, optimizers, graphs: a few us each), and O(N) per autograd node
+walked. Per-tensor work is done with ``map`` over C functions, not Python loops;
+only owner-held, listed and pinning candidate storages get Python-level attention.
+Measured by ``benchmarks/census.py`` (see ``docs/census.md``).
+
+Known limitations:
+    * The live-tensor limits of :mod:`torchmem.collect.live` apply (tensors only C++
+      holds, apart from gradients and autograd graphs, are not seen).
+    * Pinning views are found from ``numel * element_size`` of each storage's views; an
+      ``expand``-ed view (stride 0) of a small slice is not reported as pinning.
+    * Module names come from root modules: with several unrelated models alive, names
+      are relative to each model and may coincide. Pass ``modules={"a": m1, "b": m2}``.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import chain, compress, filterfalse, islice, repeat
+from operator import le
+from typing import Any, Iterable, Mapping
+
+import torch
+from torch import Tensor
+
+from torchmem.collect.graph import storage_key
+from torchmem.collect.live import LiveScan, scan
+from torchmem.collect.pinning import find_pinned
+from torchmem.collect.roles import ACTIVATION, OTHER, collect_owned, owner_types
+from torchmem.collect.storage import dtype_name
+from torchmem.errors import UsageError
+from torchmem.model.census import ROLES, Census, PinningView, StorageEntry, StorageGroup
+
+__all__ = ["census"]
+
+_untyped_storage = Tensor.untyped_storage
+_storage_cdata = torch._C.StorageBase._cdata.__get__  # type: ignore[attr-defined]
+_storage_nbytes = torch._C.StorageBase.nbytes
+_storage_device = torch._C.StorageBase.device.__get__  # type: ignore[attr-defined]
+_view_nbytes = torch._C.TensorBase.nbytes.__get__  # type: ignore[attr-defined]
+_DEVICE_NAMES: dict[torch.device, str] = {}
+
+
+def _device_name(dev: torch.device) -> str:
+    name = _DEVICE_NAMES.get(dev)
+    if name is None:
+        name = _DEVICE_NAMES.setdefault(dev, str(dev))
+    return name
+
+
+def census(
+    *,
+    include_graphs: bool = True,
+    modules: Iterable[torch.nn.Module] | Mapping[str, torch.nn.Module] | None = None,
+    optimizers: Iterable[torch.optim.Optimizer] | None = None,
+    gc_collect: bool = False,
+    max_other: int | None = 200,
+    pin_ratio: float = 0.5,
+    pin_min_bytes: int = 1024,
+) -> Census:
+    """Take a census of live tensor storages.
+
+    Args:
+        include_graphs: walk the ``grad_fn`` graphs of live tensors and count the
+            tensors they saved for backward (role ``activation``).
+        modules: the modules whose parameters and buffers to name; a mapping
+            ``{prefix: module}`` prefixes their names. Default: every ``nn.Module`` the
+            gc scan finds (names relative to the outermost modules).
+        optimizers: the optimizers whose state to classify. Default: every
+            ``torch.optim.Optimizer`` the gc scan finds.
+        gc_collect: run :func:`gc.collect` first so unreachable cycles are not counted.
+        max_other: list at most this many storages of role ``other`` (the largest);
+            ``None`` lists all. Totals always include every storage.
+        pin_ratio: report a storage as pinned when its largest live view addresses at
+            most this fraction of it...
+        pin_min_bytes: ...and leaves at least this many bytes unaddressed.
+
+    Returns:
+        A :class:`~torchmem.model.census.Census` (plain data: ints and strings).
+
+    Raises:
+        UsageError: ``max_other`` is negative or ``pin_ratio`` is not in (0, 1].
+
+    Example:
+        >>> import torch, torchmem
+        >>> model = torch.nn.Linear(256, 256)
+        >>> c = torchmem.census(modules=[model], optimizers=[])
+        >>> c.find("weight").nbytes
+        262144
+    """
+    if max_other is not None and max_other < 0:
+        raise UsageError(
+            f"torchmem.census: max_other must be >= 0 or None; got {max_other}",
+            tip="use max_other=None to list every storage",
+        )
+    if not 0 < pin_ratio <= 1:
+        raise UsageError(
+            f"torchmem.census: pin_ratio must be in (0, 1]; got {pin_ratio}",
+            tip="0.5 reports storages whose live views use at most half of them",
+        )
+    t0 = time.perf_counter()
+    want_owners = modules is None or optimizers is None
+    found = scan(
+        include_graphs=include_graphs,
+        gc_collect=gc_collect,
+        owner_types=owner_types() if want_owners else frozenset(),
+    )
+    try:
+        return _build(found, modules, optimizers, max_other, pin_ratio, pin_min_bytes, t0)
+    finally:
+        found.tensors.clear()
+        found.grads.clear()
+        found.saved.clear()
+        found.graph_leaves.clear()
+        found.owners.clear()
+        del found
+
+
+def _build(
+    found: LiveScan,
+    modules: Any,
+    optimizers: Any,
+    max_other: int | None,
+    pin_ratio: float,
+    pin_min_bytes: int,
+    t0: float,
+) -> Census:
+    if modules is None:
+        modules = [o for o in found.owners if isinstance(o, torch.nn.Module)]
+    if optimizers is None:
+        optimizers = [o for o in found.owners if isinstance(o, torch.optim.Optimizer)]
+    found.owners.clear()
+    owned = collect_owned(modules, optimizers, found.grads)
+    del modules, optimizers
+    roles = owned.roles
+    for t, node in zip(found.saved, found.saved_by):
+        key = storage_key(t)
+        if key is not None:
+            roles.setdefault(key, (ACTIVATION, f"saved by {node}"))
+
+    # every tensor reference: the gc-visible ones, then those found through owners and
+    # autograd graphs (C++-only gradients, saved tensors), in parallel columns
+    tensors, storages, all_keys = found.tensors, found.storages, found.keys
+    for t in chain(owned.tensors, found.extra()):
+        try:
+            storage = _untyped_storage(t)
+        except Exception:  # noqa: BLE001 - sparse/wrapper tensors: no plain storage
+            continue
+        tensors.append(t)
+        storages.append(storage)
+        all_keys.append(_storage_cdata(storage))
+    owned.tensors.clear()
+    t = None
+    tensors_seen = len(all_keys)
+
+    # one entry per storage (C-level): key -> index of one tensor viewing it
+    first = dict(zip(all_keys, range(len(all_keys))))
+    has_dups = len(first) < len(all_keys)
+    keys = list(first)
+    index = list(first.values())
+    first.clear()
+    nbytes = list(map(_storage_nbytes, map(storages.__getitem__, index)))
+    devices = list(map(_storage_device, map(storages.__getitem__, index)))
+    device_set = set(devices)
+    if any(d.type == "meta" for d in device_set):  # meta tensors own no memory
+        keep = [d.type != "meta" for d in devices]
+        keys, index, devices, nbytes = (list(compress(c, keep)) for c in (keys, index, devices, nbytes))
+        device_set = {d for d in device_set if d.type != "meta"}
+    n = len(keys)
+    role_of = {k: r for k, (r, _) in roles.items()}
+
+    # the few storages that get Python-level work: owned, listed, large enough to pin
+    owned_idx = list(compress(range(n), map(role_of.__contains__, keys)))
+    listed, omitted_n, omitted_b = _select(nbytes, owned_idx, max_other)
+    large = list(compress(range(n), map(le, repeat(pin_min_bytes), nbytes)))
+    need = set(map(keys.__getitem__, listed))
+    need.update(map(keys.__getitem__, large))
+    hit = list(map(need.__contains__, keys))
+    where = dict(zip(compress(keys, hit), compress(range(n), hit)))
+    need.intersection_update(where)
+    views: dict[int, list[Tensor]] = {}
+    if has_dups and need:
+        hit = list(map(need.__contains__, all_keys))
+        for key, t in zip(compress(all_keys, hit), compress(tensors, hit)):
+            seen = views.setdefault(key, [])
+            if not any(t is v for v in seen):
+                seen.append(t)
+        del hit
+        t = None
+
+    def tensors_of(key: int) -> list[Tensor]:
+        return views.get(key) or [tensors[index[where[key]]]]
+
+    groups = _groups(nbytes, devices, device_set, owned_idx, [role_of[keys[i]] for i in owned_idx])
+    entries = []
+    for i in listed:
+        key = keys[i]
+        ts = tensors_of(key)
+        info = roles.get(key)
+        entries.append(
+            StorageEntry(
+                key=key,
+                nbytes=nbytes[i],
+                device=_device_name(devices[i]),
+                dtype=dtype_name(ts[0].dtype),
+                shapes=tuple(dict.fromkeys([tuple(t.shape) for t in ts])),
+                role=ROLES[info[0]] if info else "other",
+                name=info[1] if info else None,
+                n_tensors=len(ts),
+            )
+        )
+    entries.sort(key=lambda e: (-e.nbytes, ROLES.index(e.role), e.name or "", e.key))
+
+    suspects = {keys[i]: tensors_of(keys[i]) for i in large}
+    pinned = find_pinned(
+        suspects,
+        {k: nbytes[where[k]] for k in suspects},
+        pin_ratio,
+        pin_min_bytes,
+        internal=[tensors, *views.values()],
+    )
+    suspects.clear()
+    pinning = []
+    for key, used, best in pinned:
+        info = roles.get(key)
+        pinning.append(
+            PinningView(
+                key=key,
+                storage_bytes=nbytes[where[key]],
+                used_bytes=used,
+                shape=tuple(best.shape),
+                dtype=dtype_name(best.dtype),
+                device=_device_name(devices[where[key]]),
+                role=ROLES[info[0]] if info else "other",
+                name=info[1] if info else None,
+            )
+        )
+    pinned.clear()
+    best = None
+    pinning.sort(key=lambda p: (-p.wasted_bytes, p.key))
+    views.clear()
+
+    return Census(
+        storages=tuple(entries),
+        pinning_views=tuple(pinning),
+        groups=groups,
+        n_storages=n,
+        omitted_storages=omitted_n,
+        omitted_bytes=omitted_b,
+        tensors_seen=tensors_seen,
+        graph_nodes=found.graph_nodes,
+        elapsed_s=time.perf_counter() - t0,
+    )
+
+
+def _groups(
+    nbytes: list[int], devices: list[Any], device_set: set[Any], owned: list[int], owned_roles: list[int]
+) -> tuple[StorageGroup, ...]:
+    """Exact (storages, bytes) per (role, device): owned storages one by one, the
+    ``other`` ones as device totals minus owned (C-level sums)."""
+    if not nbytes:
+        return ()
+    if len(device_set) == 1:
+        (dev,) = device_set
+        per_dev = {dev: (len(nbytes), sum(nbytes))}
+    else:
+        per_dev = {}
+        for dev in device_set:
+            mask = list(map(dev.__eq__, devices))
+            per_dev[dev] = (sum(mask), sum(compress(nbytes, mask)))
+    cells: dict[tuple[int, Any], list[int]] = {}
+    for i, role in zip(owned, owned_roles):
+        cell = cells.setdefault((role, devices[i]), [0, 0])
+        cell[0] += 1
+        cell[1] += nbytes[i]
+    for dev, (count, total) in per_dev.items():
+        own = [c for (_, d), c in cells.items() if d == dev]
+        rest = count - sum(c[0] for c in own)
+        if rest:
+            cells[(OTHER, dev)] = [rest, total - sum(c[1] for c in own)]
+    out = [
+        StorageGroup(role=ROLES[r], device=_device_name(d), storages=c, nbytes=b)
+        for (r, d), (c, b) in cells.items()
+    ]
+    out.sort(key=lambda g: (-g.nbytes, ROLES.index(g.role), g.device))
+    return tuple(out)
+
+
+def _select(nbytes: list[int], owned: list[int], max_other: int | None) -> tuple[list[int], int, int]:
+    """(indices to list, ``other`` storages left out, their bytes).
+
+    Lists every owned storage and the ``max_other`` largest others, found with one C
+    sort of the sizes and a threshold pass, not a Python loop over all storages.
+    """
+    n = len(nbytes)
+    owned_set = set(owned)
+    n_other = n - len(owned)
+    if max_other is None or n_other <= max_other:
+        return owned + list(filterfalse(owned_set.__contains__, range(n))), 0, 0
+    other_bytes = sum(nbytes) - sum(nbytes[i] for i in owned)
+    if max_other == 0:
+        return list(owned), n_other, other_bytes
+    # the (max_other + owned)-th largest size bounds the max_other largest others
+    threshold = sorted(nbytes, reverse=True)[max_other + len(owned) - 1]
+    chosen = list(filterfalse(owned_set.__contains__, compress(range(n), map(threshold.__lt__, nbytes))))
+    if len(chosen) > max_other:  # only possible with many owned storages above the threshold
+        chosen = sorted(chosen, key=nbytes.__getitem__, reverse=True)[:max_other]
+    else:
+        ties = filterfalse(owned_set.__contains__, compress(range(n), map(threshold.__eq__, nbytes)))
+        chosen.extend(islice(ties, max_other - len(chosen)))
+    kept = sum(nbytes[i] for i in chosen)
+    return owned + chosen, n_other - len(chosen), other_bytes - kept
