@@ -103,9 +103,13 @@ elif tool == 'torchfix':
             except Exception:
                 pass
         return n
-t0 = time.perf_counter()
+import os
+def cpu():
+    a = os.times()
+    return a.user + a.system + a.children_user + a.children_system
+t0, c0 = time.perf_counter(), cpu()
 found = run()
-print(json.dumps({"seconds": time.perf_counter() - t0, "found": found}))
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": cpu() - c0, "found": found}))
 """
 
 
@@ -132,26 +136,34 @@ def pin(cmd: list[str], one_core: bool) -> list[str]:
     return cmd
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                           check=False)
     elapsed = time.perf_counter() - t0
+    cpu = _children_cpu() - c0
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"{cmd[:4]}... failed ({proc.returncode}): "
                            f"{proc.stderr.decode(errors='replace')[-500:]}")
-    return elapsed
+    return elapsed, cpu
 
 
 def inproc(python: str, tool: str, listfile: str, one_core: bool, *extra: str,
-           env: dict[str, str] | None = None) -> float:
+           env: dict[str, str] | None = None) -> tuple[float, float]:
     import json
 
     cmd = pin([python, "-c", INPROC, tool, listfile, *extra], one_core)
     proc = subprocess.run(cmd, capture_output=True, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"in-process {tool} failed: {proc.stderr.decode()[-800:]}")
-    return float(json.loads(proc.stdout.decode().strip().splitlines()[-1])["seconds"])
+    doc = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    return float(doc["seconds"]), float(doc["cpu"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,12 +236,15 @@ def main(argv: list[str] | None = None) -> int:
             lambda: inproc(bp, "torchfix", lists["subset"], True))
 
     results: dict[int, list[float]] = {i: [] for i in range(len(cases))}
+    cpus: dict[int, list[float]] = {i: [] for i in range(len(cases))}
     for r in range(args.runs):
         order = list(range(len(cases)))
         k = r % len(order)
         order = order[k:] + order[:k]  # rotate: each tool goes first once in a while
         for i in order:
-            results[i].append(cases[i][3]())  # type: ignore[operator]
+            wall, cpu = cases[i][3]()  # type: ignore[operator]
+            results[i].append(wall)
+            cpus[i].append(cpu)
         print(f"round {r + 1}/{args.runs} done", file=sys.stderr)
 
     print(f"corpus: {args.corpus}: {len(files)} files, {lines['full']:,} lines; "
@@ -243,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(f"## {corpus} ({lines[corpus]:,} lines)")
         print(f"| {'timing':<10} | {'tool':<32} | {'median s':>9} | {'lines/s':>10} | "
-              f"{'vs ast floor':>12} | {'vs TorchFix':>11} |")
-        print(f"|{'-' * 12}|{'-' * 34}|{'-' * 11}|{'-' * 12}|{'-' * 14}|{'-' * 13}|")
+              f"{'vs ast floor':>12} | {'vs TorchFix':>11} | {'CPU s':>7} | "
+              f"{'lines/CPU-s':>11} |")
+        print(f"|{'-' * 12}|{'-' * 34}|{'-' * 11}:|{'-' * 11}:|{'-' * 13}:|{'-' * 12}:|"
+              f"{'-' * 8}:|{'-' * 12}:|")
         for i, (c, kind, label, _) in enumerate(cases):
             if c != corpus:
                 continue
@@ -252,8 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             lps = lines[corpus] / med
             vs_ast = f"{base[kind] / med:.2f}x" if kind in base else "-"
             vs_tf = f"{tfix[kind] / med:.1f}x" if kind in tfix else "-"
+            cpu = statistics.median(cpus[i])
+            cps = f"{lines[corpus] / cpu:,.0f}" if cpu > 0 else "-"
             print(f"| {kind:<10} | {label:<32} | {med:>9.3f} | {lps:>10,.0f} | "
-                  f"{vs_ast:>12} | {vs_tf:>11} |")
+                  f"{vs_ast:>12} | {vs_tf:>11} | {cpu:>7.2f} | {cps:>11} |")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -24,9 +24,7 @@ from __future__ import annotations
 import io
 import os
 import stat
-import tempfile
 import tokenize
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -183,6 +181,8 @@ def _lint_text(text: str, path: str, opts: _Options,
 
 
 def _write_atomic(path: str, text: str, encoding: str) -> None:
+    import tempfile
+
     data = text.encode(encoding)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".torchmem-", suffix=".tmp", dir=directory)
@@ -250,6 +250,8 @@ def _run(jobs_list: list[tuple[str, _Options, tuple[str, ...]]], jobs: int) -> l
             pass
     if total < PARALLEL_MIN_BYTES:
         return [_lint_file(j) for j in jobs_list]
+    from concurrent.futures import ProcessPoolExecutor  # only when it pays off
+
     workers = min(jobs, len(jobs_list))
     chunk = max(1, len(jobs_list) // (workers * 8))
     try:
