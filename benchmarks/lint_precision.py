@@ -24,8 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from torchmem.lint.config import LintConfig  # noqa: E402
-from torchmem.lint.files import lint_paths  # noqa: E402
+from torchmem.lint.config import LintConfig
+from torchmem.lint.files import lint_paths
 
 
 def load_verdicts(path: Path) -> dict[tuple[str, str, int], str]:

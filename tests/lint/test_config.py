@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from torchmem.errors import UsageError
-from torchmem.lint.config import LintConfig, find_config_file, glob_to_regex, load_config, \
-    parse_config
+from torchmem.lint.config import (
+    LintConfig,
+    find_config_file,
+    glob_to_regex,
+    load_config,
+    parse_config,
+)
 
 DATA_CODE = "import torch\nw = torch.ones(2)\nv = w.data\n"
 

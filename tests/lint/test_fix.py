@@ -96,7 +96,7 @@ def test_fixed_point_handles_nested_overlapping_fixes_over_several_rounds():
 
 def test_unsafe_fixes_need_opt_in():
     text = "y = x.data\n"
-    lint = lambda t: data_linter(t, safety="unsafe")  # noqa: E731
+    lint = lambda t: data_linter(t, safety="unsafe")
     assert fix_source(text, lint).text == text
     assert fix_source(text, lint, unsafe=True).text == "y = x.detach()\n"
 

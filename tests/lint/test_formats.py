@@ -9,8 +9,15 @@ import pytest
 
 from torchmem.errors import UsageError
 from torchmem.lint.files import LintResult
-from torchmem.lint.formats import format_explain, format_json, format_rule_list, \
-    format_sarif, format_statistics, format_text, format_violation
+from torchmem.lint.formats import (
+    format_explain,
+    format_json,
+    format_rule_list,
+    format_sarif,
+    format_statistics,
+    format_text,
+    format_violation,
+)
 from torchmem.lint.registry import DOC_SECTIONS, RULES, _load
 from torchmem.lint.violation import Edit, Fix, Violation
 
@@ -163,7 +170,7 @@ def test_explain_prints_every_section_of_every_rule():
             assert f"## {section}\n" in text, (code, section)
         assert format_explain(rule.name) == text  # by name too
     listing = format_rule_list()
-    assert all(re.search(rf"^{c}\s", listing, re.M) for c in RULES)
+    assert all(re.search(rf"^{c}\s", listing, re.MULTILINE) for c in RULES)
 
 
 def test_explain_unknown_code_is_a_usage_error():

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Sequence, TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
 from torchmem.errors import UsageError
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.config import LintConfig
     from torchmem.lint.files import LintResult
 
-__all__ = ["main", "SUMMARY", "build_parser"]
+__all__ = ["SUMMARY", "build_parser", "main"]
 
 SUMMARY = "static linter for PyTorch memory anti-patterns (TMM rules)"
 

@@ -31,14 +31,15 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from torchmem.errors import UsageError
 from torchmem.model._serde import Record
 
-__all__ = ["LintConfig", "load_config", "find_config_file", "parse_config", "glob_to_regex"]
+__all__ = ["LintConfig", "find_config_file", "glob_to_regex", "load_config", "parse_config"]
 
 _KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores",
          "respect-gitignore"}
@@ -142,8 +143,7 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
     if cached is not None:
         return cached
     pat = pattern.lstrip("/")
-    if pat.startswith("./"):
-        pat = pat[2:]
+    pat = pat.removeprefix("./")
     i, out = 0, []
     while i < len(pat):
         c = pat[i]

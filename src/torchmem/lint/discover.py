@@ -23,14 +23,14 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from torchmem.lint.config import LintConfig
 from torchmem.lint.violation import Violation
 
-__all__ = ["discover", "GitignoreRules", "SKIP_DIRS", "io_error"]
+__all__ = ["SKIP_DIRS", "GitignoreRules", "discover", "io_error"]
 
 #: directory names never entered during a walk
 SKIP_DIRS = frozenset({
@@ -112,9 +112,7 @@ class GitignoreRules:
             if not line or line.startswith("#"):
                 continue
             negate = line.startswith("!")
-            if negate:
-                line = line[1:]
-            elif line.startswith("\\"):
+            if negate or line.startswith("\\"):
                 line = line[1:]
             dir_only = line.endswith("/")
             line = line.rstrip("/")

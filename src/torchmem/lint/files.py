@@ -25,16 +25,23 @@ import io
 import os
 import stat
 import tokenize
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from torchmem.lint.config import LintConfig, load_config
 from torchmem.lint.discover import discover, io_error
 from torchmem.lint.violation import LintSyntaxError, Violation
 from torchmem.model._serde import Record
 
-__all__ = ["lint_paths", "lint_bytes", "LintResult", "FileReport", "SourceFile",
-           "decode_source", "default_jobs"]
+__all__ = [
+    "FileReport",
+    "LintResult",
+    "SourceFile",
+    "decode_source",
+    "default_jobs",
+    "lint_bytes",
+    "lint_paths",
+]
 
 #: inputs smaller than this many bytes are linted in-process (a pool costs more)
 PARALLEL_MIN_BYTES = 200_000

@@ -26,13 +26,19 @@ import ast
 import difflib
 import re
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 from torchmem.lint.violation import Edit, Fix, Violation
 
-__all__ = ["apply_edits", "fix_source", "FixOutcome", "unified_diff", "applicable",
-           "line_offsets"]
+__all__ = [
+    "FixOutcome",
+    "applicable",
+    "apply_edits",
+    "fix_source",
+    "line_offsets",
+    "unified_diff",
+]
 
 _EOL = re.compile(r"\r\n|\r|\n")
 

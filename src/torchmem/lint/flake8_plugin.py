@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, ClassVar, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 __all__ = ["TorchmemFlake8"]
 

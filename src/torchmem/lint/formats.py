@@ -13,14 +13,23 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from torchmem.lint.files import LintResult
 from torchmem.lint.violation import Violation
 
-__all__ = ["format_violation", "format_text", "format_json", "format_sarif",
-           "format_statistics", "format_explain", "format_rule_list", "JSON_SCHEMA_VERSION",
-           "SARIF_SCHEMA"]
+__all__ = [
+    "JSON_SCHEMA_VERSION",
+    "SARIF_SCHEMA",
+    "format_explain",
+    "format_json",
+    "format_rule_list",
+    "format_sarif",
+    "format_statistics",
+    "format_text",
+    "format_violation",
+]
 
 JSON_SCHEMA_VERSION = 1
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
