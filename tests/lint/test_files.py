@@ -127,3 +127,16 @@ def test_lint_paths_orders_violations_and_accepts_a_single_string(tmp_path):
     keys = [(Path(v.path).name, v.line) for v in result.violations]
     assert keys == [("a.py", 3), ("a.py", 6), ("b.py", 3)]
     assert result.found
+
+
+def test_symlinked_directories_are_not_followed_and_devices_are_refused(tmp_path):
+    touch(tmp_path / "pkg" / "a.py")
+    (tmp_path / "pkg" / "loop").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "pkg" / "alias.py").symlink_to(tmp_path / "pkg" / "a.py")
+    found, problems = discover([str(tmp_path)], LintConfig())
+    # the file symlink is linted under its own name; the loop is not entered
+    assert sorted(Path(f).relative_to(tmp_path).as_posix() for f in found) == \
+        ["pkg/a.py", "pkg/alias.py"]
+    found, problems = discover(["/dev/null"], LintConfig())
+    assert found == [] and [p.code for p in problems] == ["E902"]
+    assert "not a regular file" in problems[0].message

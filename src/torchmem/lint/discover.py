@@ -179,8 +179,9 @@ def _walk(top: str, config: LintConfig, stack: list[GitignoreRules], out: list[s
         entries = []
     for entry in entries:
         path = os.path.join(top, entry.name) if top != "." else entry.name
-        try:
-            is_dir = entry.is_dir()
+        try:  # symlinked directories are not followed (no loops, no escaping the tree)
+            is_dir = entry.is_dir(follow_symlinks=False)
+            is_file = not is_dir and entry.is_file()
         except OSError:
             continue
         if is_dir:
@@ -189,7 +190,7 @@ def _walk(top: str, config: LintConfig, stack: list[GitignoreRules], out: list[s
                     or (use_git and _ignored(stack, path, True))):
                 continue
             _walk(path, config, stack, out)
-        elif entry.name.endswith(".py"):
+        elif is_file and entry.name.endswith(".py"):
             if config.is_excluded(path) or (use_git and _ignored(stack, path, False)):
                 continue
             out.append(path)
@@ -271,6 +272,8 @@ def discover(paths: Iterable[str], config: LintConfig | None = None
                 if key not in seen:
                     seen.add(key)
                     files.append(f)
+        elif os.path.exists(path) and not os.path.isfile(path):
+            problems.append(io_error(raw, "not a regular file (device, socket or pipe)"))
         elif os.path.exists(path):
             key = os.path.abspath(path)
             if key not in seen:
