@@ -170,3 +170,10 @@ def test_help_lists_every_option(capsys):
                 "--explain", "--fix", "--unsafe-fixes", "--diff", "--jobs", "--config",
                 "--stdin-filename", "--exclude"]:
         assert opt in out
+
+
+def test_diff_names_files_that_could_not_be_linted_on_stderr(project, capsys):
+    (project / "broken.py").write_text("def f(:\n")
+    code, out, err = cli(capsys, ".", "--isolated", "--diff")
+    assert code == 1 and out == ""
+    assert "broken.py:1:" in err and "E999" in err

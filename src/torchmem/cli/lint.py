@@ -206,6 +206,8 @@ def _render(args: argparse.Namespace, result: LintResult, out: TextIO,
         return found
     if args.diff:
         _write("".join(result.diffs), out)
+        # files that could not be linted are named on stderr (the diff stays applicable)
+        _write("\n".join(formats.format_violation(v) for v in result.errors), sys.stderr)
         if not args.quiet:
             n = result.fixed
             msg = (f"Would fix {n} violation{'s' if n != 1 else ''} in "
