@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Union
 
 from torchmem.lint.facts import FunctionFacts, key_of
 from torchmem.lint.knowledge import (
-    FACTORIES, GRAPH_FREE_BUILTINS, LOADER_NAME, LOSS_NAME, MODEL_NAME, NO_GRAPH_FUNCTIONS,
+    FACTORIES, GRAPH_FREE_BUILTINS, LOADER_NAME, LOSS_NAME, NO_GRAPH_FUNCTIONS,
     NO_GRAPH_METHODS, OPTIMIZER_NAME, PASS_THROUGH_BUILTINS, SCALAR_ATTRS, SCALAR_METHODS,
-    last_name,
+    VERB_PREFIX, is_model_name, last_name,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -321,9 +321,10 @@ class Flow:
                 return self.forward()
         if key in self.facts.backward_callees():
             return self.forward()
-        low = last.lower()
-        if MODEL_NAME.match(low):
+        if key.count(".") <= 1 and is_model_name(last):
             return self.forward()
+        if VERB_PREFIX.match(last):
+            return 0
         if LOSS_NAME.search(last):
             return self.derive(self._args_kind(node))
         if last == "from_pretrained" and recv is not None:
@@ -408,7 +409,7 @@ class Flow:
                 return False
             if self.env.get(name, 0) & MODEL or (name == "self" and self.ctx.in_module_class):
                 return True
-            return name in slice_ or bool(MODEL_NAME.match(name.lower()))
+            return name in slice_ or is_model_name(name)
         if tf is not ast.Attribute or self.ctx.qualname(func) is not None:
             return False
         attr = func.attr  # type: ignore[attr-defined]
@@ -428,7 +429,7 @@ class Flow:
         if self.ctx.class_attrs and key.startswith("self.") and key.count(".") == 1 and (
                 self.ctx.class_attrs.get(last, 0) & MODEL):
             return True
-        return key in slice_ or bool(MODEL_NAME.match(last.lower()))
+        return key in slice_ or (key.count(".") <= 1 and is_model_name(last))
 
     # -- iteration and binding ------------------------------------------------------
     def elt(self, node: ast.AST) -> Shape:
@@ -521,7 +522,7 @@ class Flow:
                 return LOADER
         if OPTIMIZER_NAME.match(name):
             return OPTIM
-        if MODEL_NAME.match(name.lower()):
+        if is_model_name(name):
             return MODEL
         if LOADER_NAME.search(name):
             return LOADER

@@ -132,6 +132,8 @@ class Context:
         self.loops: list[LoopState] = []
         self.no_grad = 0
         self.cond_depth = 0
+        #: > 0 inside an ``except`` handler (fallback code for older versions lives there)
+        self.handler_depth = 0
         self.violations: list[Violation] = []
         #: per-file scratch space for rules (keyed by rule code)
         self.scratch: dict[str, Any] = {}
@@ -525,12 +527,14 @@ class _Walker:
         self.stmts(node.orelse)  # type: ignore[attr-defined]
         env = flow.env
         ctx.cond_depth += 1
+        ctx.handler_depth += 1
         for handler in node.handlers:  # type: ignore[attr-defined]
             self.expr_opt(handler.type)
             flow.env = dict(before)
             self.stmts(handler.body)
             if not (handler.body and isinstance(handler.body[-1], _EXITS)):
                 env = meet(env, flow.env)
+        ctx.handler_depth -= 1
         ctx.cond_depth -= 1
         flow.env = env
         self.stmts(node.finalbody)  # type: ignore[attr-defined]
@@ -658,14 +662,15 @@ class _Walker:
             ctx.qualname(d.func if type(d) is ast.Call else d) in NO_GRAD_CONTEXTS
             for d in decorators or ())
         state.no_grad = no_grad
-        saved = (ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth)
-        ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth = state, [], int(no_grad), 0
+        saved = (ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth)
+        ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = (
+            state, [], int(no_grad), 0, 0)
         for h in self.hooks["enter_function"]:
             h(state, ctx)
         self.stmts(body)
         for h in self.hooks["leave_function"]:
             h(state, ctx)
-        ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth = saved
+        ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = saved
 
 
 def _is_module_class(node: ast.ClassDef, ctx: Context) -> bool:

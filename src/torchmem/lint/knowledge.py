@@ -16,7 +16,7 @@ __all__ = [
     "INPLACE_SAFE_ON_LEAF", "MODEL_NAME", "LOSS_NAME", "LOADER_NAME", "EVAL_LOADER_NAME",
     "EVAL_FUNCTION", "OPTIMIZER_NAME", "BACKWARD_CALLERS", "is_inplace_method",
     "NO_GRAD_CONTEXTS", "ENABLE_GRAD_CONTEXTS", "GRAPH_FREE_BUILTINS", "PASS_THROUGH_BUILTINS",
-    "LIGHTNING_NO_GRAD_HOOKS", "last_name",
+    "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name",
 ]
 
 #: torch functions that create a new tensor; ``requires_grad=True`` makes it a leaf
@@ -103,6 +103,23 @@ MODEL_NAME = re.compile(
     r"^(model|net|network|netg|netd|backbone|classifier|generator|discriminator|encoder|"
     r"decoder|autoencoder|vae|unet|transformer|gpt|bert|resnet|cnn|rnn|lstm|gru|mlp|"
     r"teacher|student|[a-z0-9_]*_(model|net|network|encoder|decoder|rnn|lstm|gru))$")
+#: a verb prefix makes a ``*_model`` name a function that builds or handles a model
+#: (``load_model()``, ``get_net()``), not a model whose call runs a forward pass
+VERB_PREFIX = re.compile(
+    r"^_*(get|load|build|create|make|download|init|initialize|setup|prepare|convert|save|export|"
+    r"wrap|unwrap|copy|clone|compile|instantiate|construct|new|from|to|set|register|freeze|"
+    r"unfreeze|print|log|count|check|is|has|reset|update|apply|train|eval|evaluate|test|run|"
+    r"fit|patch|replace|move|cast|quantize|shard|offload|push|upload|fetch|read|write|dump|"
+    r"summarize|describe|validate|verify|profile|benchmark|trace|script|deploy|serve)_",
+    re.IGNORECASE)
+
+
+def is_model_name(name: str) -> bool:
+    """Whether a name (the last component of a key) denotes an ``nn.Module`` by convention."""
+    low = name.lower()
+    return bool(MODEL_NAME.match(low)) and not VERB_PREFIX.match(low)
+
+
 #: names that denote a loss function or criterion
 LOSS_NAME = re.compile(r"(loss|criterion|criteria|objective)", re.IGNORECASE)
 #: names that denote an optimizer

@@ -117,7 +117,8 @@ class DeprecatedStorage(Rule):
 
     Known problems:
         A non-tensor object with a ``storage()`` method in a torch-importing file is
-        flagged. The fix is safe when the result is only used for ``data_ptr()``,
+        flagged. Calls inside an ``except`` handler are taken as fallbacks for old PyTorch
+        versions and not flagged. The fix is safe when the result is only used for ``data_ptr()``,
         ``nbytes()``, ``device``, ``is_pinned()`` or ``is_shared()``, which agree on both
         storages; otherwise it is unsafe.
 
@@ -145,8 +146,8 @@ class DeprecatedStorage(Rule):
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
         if type(func) is not ast.Attribute or func.attr != "storage" or node.args \
-                or node.keywords or not ctx.torch_imported:
-            return
+                or node.keywords or not ctx.torch_imported or ctx.handler_depth:
+            return  # (in an except handler it is a fallback for old PyTorch versions)
         if key_of(func.value) in ("self", "cls") or ctx.kind(func.value) & MODEL:
             return
         if ctx.qualname(func) is not None:
@@ -198,6 +199,8 @@ class InplaceOnLeaf(Rule):
         with ``@torch.no_grad()``. Parameters of a module frozen elsewhere
         (``requires_grad_(False)`` in another function) are not known to be frozen; loops
         over ``ema``/``target``/``teacher`` models are assumed frozen and not flagged.
+        ``module.weight.copy_(...)`` is not flagged: conversion helpers that do it are
+        nearly always called under ``no_grad``.
 
     Example:
         ```python
@@ -220,6 +223,8 @@ class InplaceOnLeaf(Rule):
     def _leaf(self, node: ast.expr, ctx: Context) -> str | None:
         if ctx.no_grad:
             return None
+        if type(node) is ast.Attribute and node.attr in ("weight", "bias"):
+            return None  # module.weight.copy_(...) in conversion helpers run under no_grad
         kind = ctx.kind(node)
         if not kind & LEAF or kind & GRAPH:
             return None

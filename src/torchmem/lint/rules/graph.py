@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from torchmem.lint.dataflow import ACT, GRAPH
+from torchmem.lint.dataflow import GRAPH, VALUE
 from torchmem.lint.facts import key_of, target_keys
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import (
@@ -58,6 +58,13 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     return acc, loops, step_fn
 
 
+def _container(node: ast.AST) -> ast.AST:
+    """The container expression of a ``d[k] = v`` statement (or the node itself)."""
+    if type(node) is ast.Assign and type(node.targets[0]) is ast.Subscript:
+        return node.targets[0].value
+    return node
+
+
 def _fresh(value: ast.AST, loops: list[LoopState]) -> bool:
     """Whether ``value`` is computed anew on each iteration of the outermost of ``loops``."""
     if not loops:
@@ -79,10 +86,11 @@ class GraphAccumulation(Rule):
     What:
         Flags ``xs.append(loss)``, ``total += loss``, ``d[k] = out``,
         ``self.history.append(out)`` and ``acc = torch.cat([acc, out])`` inside a training
-        loop (or a loop over a data loader), when the value comes from a model or criterion
-        call, or from a tensor that requires grad, and no ``.item()``, ``.detach()`` or
-        ``float()`` intervenes. The container must outlive the iteration: it is created
-        before the loop, or is an attribute.
+        loop (its body calls ``backward()`` or an optimizer ``step()``), a loop over a data
+        loader, or a ``training_step`` method, when the value comes from a model or
+        criterion call, or from a tensor that requires grad, and no ``.item()``,
+        ``.detach()`` or ``float()`` intervenes. The container must outlive the iteration:
+        it is created before the loop, or is an attribute.
 
     Why:
         A tensor produced by a forward pass references its ``grad_fn``, and through it the
@@ -95,7 +103,9 @@ class GraphAccumulation(Rule):
         The linter follows values within one function. A graph that passes through a helper
         function, or a container filled in another function, is not seen. A list that is
         summed into a loss later in the same function (``sum(losses).backward()``) is
-        intentional and not flagged.
+        intentional and not flagged. Loops over tiles, chunks or prompts that collect
+        outputs (and return them) are part of a computation, not a per-step loop, and are
+        not flagged.
 
     Example:
         ```python
@@ -138,12 +148,13 @@ class GraphAccumulation(Rule):
         if not training:
             if fn.is_eval() or any(lp.eval_loader for lp in loops):
                 return  # TMM103 reports evaluation code
-            kind = ctx.kind(acc.value)
-            if not step_fn and not (any(lp.loader for lp in loops) or kind & ACT):
+            # outside training, only a loop over batches is a per-step loop: elsewhere
+            # (tiles, chunks, prompts) collecting outputs is usually the computation itself
+            if not step_fn and not any(lp.loader for lp in loops):
                 return
-            if not _fresh(acc.value, loops):
-                return
-        elif not _fresh(acc.value, loops):
+            if acc.how == "store" and ctx.kind(_container(node)) & VALUE:
+                return  # buf[i] = out copies into a tensor
+        if not _fresh(acc.value, loops):
             return
         v = describe(acc.value)
         where = "a training step" if step_fn and not loops else (

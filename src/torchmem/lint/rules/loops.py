@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import MODEL
 from torchmem.lint.facts import key_of, target_keys
-from torchmem.lint.knowledge import MODEL_NAME, last_name
+from torchmem.lint.knowledge import is_model_name, last_name
 from torchmem.lint.registry import Rule, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,7 +154,8 @@ def _module_receiver(node: ast.expr, ctx: Context) -> str | None:
     if ctx.kind(node) & MODEL:
         return key
     last = last_name(key)
-    if MODEL_NAME.match(last.lower()) or last.lower() in ("criterion", "loss_fn", "loss_func"):
+    if (key.count(".") <= 1 and is_model_name(last)) or last.lower() in (
+            "criterion", "loss_fn", "loss_func"):
         return key
     return None
 
@@ -177,7 +178,9 @@ class ModuleToDeviceInLoop(Rule):
 
     Known problems:
         Deliberate offloading (moving a module in and out of the GPU each step to save
-        memory) is flagged; silence it with ``# noqa: TMM203``.
+        memory) is recognised when the same loop moves the module back with ``.cpu()`` or
+        ``.to("cpu")``; offloading done elsewhere is flagged (silence it with
+        ``# noqa: TMM203``).
 
     Example:
         ```python
@@ -217,10 +220,24 @@ class ModuleToDeviceInLoop(Rule):
         if key in loop.facts.assigned and loop.facts.resets(key) and not self._self_assign(
                 key, loop):
             return
+        if self._offloaded(key, loop.node):
+            return  # moved back to the CPU in the same loop: deliberate offloading
         ctx.report(self, node, (
             f"'{key}.{func.attr}()' runs on every iteration of the "
             f"{'training' if loop.training else 'data'} loop although '{key}' is the same "
             f"module each time: move it once, before the loop"))
+
+    @staticmethod
+    def _offloaded(key: str, loop: ast.AST) -> bool:
+        for sub in ast.walk(loop):
+            if type(sub) is ast.Call and type(sub.func) is ast.Attribute and key_of(
+                    sub.func.value) == key:
+                if sub.func.attr == "cpu":
+                    return True
+                if sub.func.attr == "to" and sub.args and isinstance(
+                        sub.args[0], ast.Constant) and sub.args[0].value == "cpu":
+                    return True
+        return False
 
     @staticmethod
     def _self_assign(key: str, loop: LoopState) -> bool:
@@ -234,6 +251,8 @@ class ModuleToDeviceInLoop(Rule):
         return True
 
 
+#: literal shapes with fewer elements than this are not worth a reusable buffer
+_TINY = 4096
 #: allocation of a buffer (random factories make fresh data on purpose and are not flagged)
 _SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full"})
 
@@ -271,7 +290,8 @@ class BufferAllocInLoop(Rule):
         the buffer's memory constant and visible.
 
     Known problems:
-        Random factories (``rand``, ``randn``) are not flagged: a fresh random tensor per
+        Tiny literal shapes (under 4096 elements) are not flagged. Random factories
+        (``rand``, ``randn``) are not flagged: a fresh random tensor per
         step is usually the point. Reusing a buffer is wrong when a previous iteration's value is still referenced
         (for example saved by autograd for a backward pass that has not run yet); the rule
         cannot see every such use, so its fix is a suggestion, not automatic.
@@ -325,9 +345,17 @@ class BufferAllocInLoop(Rule):
         if not all(_invariant(a, assigned) for a in call.args) or not all(
                 _invariant(kw.value, assigned) for kw in call.keywords):
             return
-        if not any(isinstance(a, ast.Constant) or type(a) in (ast.Name, ast.Attribute, ast.Tuple,
-                                                             ast.BinOp) for a in call.args):
-            return
+        dims = call.args[0].elts if len(call.args) == 1 and type(call.args[0]) in (
+            ast.Tuple, ast.List) else call.args
+        if last_name(qual) == "full":
+            dims = call.args[0].elts if call.args and type(call.args[0]) in (
+                ast.Tuple, ast.List) else call.args[:1]
+        if all(isinstance(d, ast.Constant) and isinstance(d.value, int) for d in dims):
+            size = 1
+            for d in dims:
+                size *= d.value  # type: ignore[attr-defined]
+            if size < _TINY:
+                return  # a handful of elements: not worth a buffer
         ctx.report(self, call, (
             f"'{name}' gets a new {last_name(qual)}() buffer of the same shape on every "
             f"iteration of the {'training' if loop.training else 'data'} loop; allocate it "

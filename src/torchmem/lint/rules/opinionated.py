@@ -89,8 +89,8 @@ class DataLoaderPinMemory(Rule):
     """A ``DataLoader`` without ``pin_memory`` in code that moves batches to CUDA.
 
     What:
-        Flags ``DataLoader(...)`` calls that do not pass ``pin_memory=`` in a file that
-        uses CUDA (``.cuda()``, ``"cuda"``, ``non_blocking=True``).
+        Flags ``DataLoader(...)`` calls that do not pass ``pin_memory=`` in a function
+        that also moves data to CUDA (``.cuda()``, ``"cuda"``, ``non_blocking=True``).
 
     Why:
         A host-to-device copy from pageable memory first goes through a pinned staging
@@ -129,7 +129,11 @@ class DataLoaderPinMemory(Rule):
             return
         if any(kw.arg in ("pin_memory", None) for kw in node.keywords):
             return
-        src = ctx.source
+        node_fn = ctx.fn.node
+        if hasattr(node_fn, "end_lineno") and node_fn.end_lineno:  # the enclosing function
+            src = "\n".join(ctx.lines()[node_fn.lineno - 1:node_fn.end_lineno])
+        else:
+            src = ctx.source
         if ".cuda(" not in src and "'cuda" not in src and '"cuda' not in src \
                 and "non_blocking" not in src:
             return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from torchmem.lint.facts import key_of
 from torchmem.lint.registry import Rule, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +34,7 @@ class MissingZeroGrad(Rule):
     Known problems:
         Gradients cleared inside a helper called from the loop are not seen; the rule
         stays silent when ``step()`` receives a closure (LBFGS style), whose body usually
-        clears them.
+        clears them, and when the optimizer is created anew inside the loop.
 
     Example:
         ```python
@@ -65,6 +66,11 @@ class MissingZeroGrad(Rule):
                if not (getattr(call.func, "attr", "") == "step"
                        and getattr(getattr(call.func, "value", None), "id", "") == "scaler")):
             return  # optimizer.step(closure)
+        for call in facts.step_calls:
+            recv = getattr(call.func, "value", None)
+            key = key_of(recv) if recv is not None else None
+            if key and facts.resets(key):
+                return  # a new optimizer every iteration starts from fresh gradients
         done: set[int] = ctx.scratch.setdefault(self.code, set())
         if id(loop.node) in done:
             return

@@ -20,23 +20,35 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ViewRetained"]
 
-#: methods that return a view sharing the receiver's storage
-_VIEW_METHODS = frozenset({
-    "view", "narrow", "select", "t", "transpose", "permute", "squeeze", "unsqueeze",
-    "expand", "expand_as", "unflatten", "view_as", "diagonal", "unfold", "movedim",
-    "swapaxes", "detach", "real", "imag", "as_strided",
+#: methods that return a smaller view of the receiver's storage
+_NARROWING = frozenset({"narrow", "select", "diagonal", "as_strided"})
+#: methods that return a view of the same elements (they neither add nor remove waste)
+_SAME_SIZE_VIEWS = frozenset({
+    "view", "t", "transpose", "permute", "squeeze", "unsqueeze", "expand", "expand_as",
+    "unflatten", "view_as", "movedim", "swapaxes", "detach", "flatten", "reshape",
 })
 #: methods whose elements are views (``x.split(n)[0]``)
 _VIEW_SEQUENCES = frozenset({"split", "chunk", "unbind", "tensor_split"})
 
 
+def _const_bound(node: ast.AST | None) -> bool:
+    if node is None or isinstance(node, ast.Constant):
+        return True
+    return type(node) is ast.UnaryOp and isinstance(node.operand, ast.Constant)  # type: ignore[attr-defined]
+
+
 def _basic_index(node: ast.AST) -> bool:
-    """Basic indexing (ints, slices, ``...``, ``None``) returns a view; anything else may copy."""
+    """Constant basic indexing (ints, constant slices, ``...``, ``None``) returns a view.
+
+    Indices that vary with the loop (``x[i]``, ``x[i:i + 1]``) usually walk over every
+    part of the tensor, so nothing is wasted; tensor or list indices copy.
+    """
     t = type(node)
     if t is ast.Tuple:
         return all(_basic_index(e) for e in node.elts)  # type: ignore[attr-defined]
     if t is ast.Slice:
-        return True
+        return _const_bound(node.lower) and _const_bound(node.upper) and _const_bound(  # type: ignore[attr-defined]
+            node.step)  # type: ignore[attr-defined]
     if t is ast.Constant:
         return node.value is None or node.value is Ellipsis or (  # type: ignore[attr-defined]
             isinstance(node.value, int) and not isinstance(node.value, bool))  # type: ignore[attr-defined]
@@ -65,16 +77,17 @@ def view_base(node: ast.AST) -> ast.expr | None:
                 return None
             node, found = value, True
             continue
-        if t is ast.Call and type(node.func) is ast.Attribute and \
-                node.func.attr in _VIEW_METHODS:  # type: ignore[attr-defined]
-            if node.func.attr == "detach" and not found:  # type: ignore[attr-defined]
-                # x.detach() alone is not a "small slice"; keep looking beneath it
+        if t is ast.Call and type(node.func) is ast.Attribute:  # type: ignore[attr-defined]
+            attr = node.func.attr  # type: ignore[attr-defined]
+            if attr in _SAME_SIZE_VIEWS:
                 node = node.func.value  # type: ignore[attr-defined]
                 continue
-            node, found = node.func.value, True  # type: ignore[attr-defined]
-            continue
+            if attr in _NARROWING and all(_const_bound(a) for a in node.args):  # type: ignore[attr-defined]
+                node, found = node.func.value, True  # type: ignore[attr-defined]
+                continue
+            break
         if t is ast.Attribute and node.attr in ("T", "mT", "real", "imag"):  # type: ignore[attr-defined]
-            node, found = node.value, True  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
             continue
         break
     if not found or type(node) not in (ast.Name, ast.Attribute):
@@ -88,11 +101,12 @@ class ViewRetained(Rule):
 
     What:
         Flags ``last.append(out[:, -1])``, ``rows[k] = batch_out[0]`` or
-        ``firsts.append(x.split(4)[0])`` in a loop, when the sliced tensor is computed anew
-        on every iteration and the container outlives the iteration, and no ``.clone()``
-        (or ``.item()``/``.tolist()``) makes a copy. Slicing, ``view``, ``narrow``,
-        ``select``, ``transpose``, ``split``/``chunk`` elements and ``.detach()`` all return
-        views that share the base tensor's storage.
+        ``firsts.append(x.split(4)[0])`` in a training loop or a loop over a data loader,
+        when the sliced tensor is computed anew on every iteration, the container outlives
+        the iteration, and no ``.clone()`` (or ``.item()``/``.tolist()``) makes a copy.
+        Constant indexing and slicing, ``narrow``, ``select`` and ``split``/``chunk``
+        elements return views that share the base tensor's storage (``view``,
+        ``transpose`` or ``.detach()`` on top do not change that).
 
     Why:
         A view keeps its whole storage alive, however small the view. Keeping the last
@@ -102,6 +116,8 @@ class ViewRetained(Rule):
 
     Known problems:
         Indexing with a tensor or a list (advanced indexing) copies and is not flagged.
+        Indices that change with the loop (``x[i]``) are not flagged: such loops usually
+        keep every part of the tensor, which wastes nothing.
         Whether the base tensor is "large" is not known statically; a slice of a small
         tensor is harmless but still flagged when it is kept every iteration.
 
@@ -132,8 +148,8 @@ class ViewRetained(Rule):
 
     def _check(self, node: ast.AST, ctx: Context) -> None:
         acc = accumulation(node, ctx)
-        if acc is None or acc.how == "add":
-            return
+        if acc is None or acc.how in ("add", "concat"):
+            return  # addition and concatenation copy
         base = view_base(acc.value)
         if base is None:
             return
@@ -144,8 +160,8 @@ class ViewRetained(Rule):
         if not base_kind & (TENSOR | GRAPH) or base_kind & LOOSE:
             return
         loops = ctx.persistent_loops(acc.key)
-        if not loops:
-            return
+        if not loops or not any(lp.training or lp.loader for lp in loops):
+            return  # only per-step loops (training, or over batches) multiply the waste
         base_key = key_of(base)
         if base_key is None or base_key not in loops[0].facts.assigned:
             return
