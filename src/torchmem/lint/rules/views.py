@@ -182,3 +182,90 @@ class ViewRetained(Rule):
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         if ctx.loops:
             self._check(node, ctx)
+
+
+@register
+class DelKeepsView(Rule):
+    """``del x`` (or ``x = None``) while a slice of ``x`` is still held.
+
+    What:
+        Flags ``del x`` and ``x = None`` when, earlier in the same function, a name was
+        bound to a constant slice or narrowing view of ``x`` (``y = x[0]``,
+        ``y = x.narrow(0, 0, 1)``, ``y = x.split(4)[0]``) and was not re-bound since.
+
+    Why:
+        Memory is released per storage. The view ``y`` references ``x``'s whole storage,
+        so deleting the name ``x`` frees nothing: the full tensor stays in memory for as
+        long as ``y`` lives, which is rarely what the ``del`` was written for.
+
+    Known problems:
+        The rule does not check that ``y`` is used after the ``del``; a view that is dead
+        by then does not keep anything alive in practice (CPython frees it when its name
+        is re-bound or the function returns).
+
+    Example:
+        ```python
+        x = torch.randn(10_000, 10_000)
+        y = x[0, :]
+        del x
+        ```
+
+    Use instead:
+        ```python
+        x = torch.randn(10_000, 10_000)
+        y = x[0, :].clone()
+        del x
+        ```
+    """
+
+    code = "TMM302"
+    name = "del-keeps-view"
+    summary = "del of a tensor whose slice is still held frees nothing"
+    fix_title = "Copy the slice with .clone()"
+    fix_safety = "unsafe"  # the kept value stops aliasing the base tensor
+
+    def _views(self, ctx: Context) -> dict[str, tuple[str, ast.expr]]:
+        per_fn: dict[int, dict[str, tuple[str, ast.expr]]] = ctx.scratch.setdefault(
+            self.code, {})
+        return per_fn.setdefault(id(ctx.fn.node), {})
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        views = self._views(ctx)
+        value = node.value
+        for target in node.targets:
+            key = key_of(target)
+            if key is None:
+                continue
+            if isinstance(value, ast.Constant) and value.value is None:
+                self._released(key, target, ctx)
+            for y in [y for y, (base, _) in views.items() if y == key or base == key]:
+                del views[y]
+        if len(node.targets) != 1 or type(node.targets[0]) is not ast.Name:
+            return
+        base = view_base(value)
+        if base is None:
+            return
+        kind = ctx.kind(base)
+        base_key = key_of(base)
+        if base_key and kind & (TENSOR | GRAPH) and not kind & LOOSE:
+            views[node.targets[0].id] = (base_key, value)  # type: ignore[attr-defined]
+
+    def visit_Delete(self, node: ast.Delete, ctx: Context) -> None:
+        for target in node.targets:
+            elts = target.elts if type(target) is ast.Tuple else [target]  # type: ignore[attr-defined]
+            for elt in elts:
+                key = key_of(elt)
+                if key is not None:
+                    self._released(key, elt, ctx)
+
+    def _released(self, key: str, where: ast.AST, ctx: Context) -> None:
+        views = self._views(ctx)
+        for y, (base, value) in list(views.items()):
+            if base != key:
+                continue
+            line, col, end_line, end_col = ctx.span(value)
+            fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".clone()")]
+            ctx.report(self, where, (
+                f"releasing '{key}' frees nothing while '{y}' (line {line}) is a view of it: the "
+                f"whole storage stays alive; keep '{y} = {describe(value)}.clone()'"), fix)
+            del views[y]
