@@ -251,8 +251,10 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
         if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" and stats.chain_numel != 1:
             cause = "hidden_state_chain"
         scalar = stats.example is not None and stats.example.startswith("() ")
+        hooks = want == "hook"
         fix = fix_for(cause, path, stmt, scalar=scalar or stats.chain_numel == 1,
-                      is_tuple=stats.type in ("tuple", "list"), has_graph=stats.grad_tensors > 0)
+                      is_tuple=stats.type in ("tuple", "list"), has_graph=stats.grad_tensors > 0,
+                      hook=hooks)
         culprit = Culprit(name=path, kind=_kind(stats), file=stmt.file if stmt else stats.file,
                           line=stmt.line if stmt else None, code=stmt.code if stmt else None,
                           function=stmt.function if stmt else stats.function, type=stats.type)
@@ -260,11 +262,14 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
         cpu = growth.get("cpu")
         data = {"items": stats.items, "tensors": stats.tensors, "grad_tensors": stats.grad_tensors,
                 "graph_nodes": stats.graph_nodes, "saved_bytes": stats.saved_bytes,
+                "live_nodes": stats.live_nodes, "freed_nodes": stats.freed_nodes,
+                "hooks": stats.hooks, "example": stats.example,
                 "storage_bytes": stats.storage_bytes, "used_bytes": stats.used_bytes,
                 "nodes_per_step": round(sig["nodes"], 2), "items_per_step": round(sig["items"], 2),
                 "tensor_bytes_per_step": round(rate, 1), "snapshot_steps": [s.step for s in snaps]}
         findings.append(Finding(
-            cause=cause, title=TITLES[cause], device="cpu", bytes=stats.retained_bytes,
+            cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
+            device="cpu", bytes=stats.retained_bytes,
             bytes_per_step=round(rate, 1), culprit=culprit,
             evidence=tuple(_evidence_lines(cause, stats, sig, last.step - first.step)),
             data=data, fix=fix, confidence="high" if stmt is not None else "medium"))
@@ -293,13 +298,26 @@ def _cycle_findings(ev: Evidence) -> list[Finding]:
     culprit = None
     if anchor is not None:
         culprit = Culprit(name=anchor[0], kind="cycle", file=anchor[1], line=anchor[2], code=anchor[3])
-    evidence = [f"a private gc.collect() at step {g.step} found {g.objects} unreachable objects "
-                f"holding {format_bytes(g.tensor_bytes)} of tensors" for g in hits[-2:]]
+    evidence = [f"a collection at step {g.step} freed {g.objects} unreachable objects holding "
+                f"{format_bytes(g.tensor_bytes)} of tensors ({g.steps_since} steps since the "
+                f"previous one)" for g in hits[-2:]]
+    evidence.append("these tensors were reachable only through reference cycles: they stay "
+                    "alive until Python's cyclic garbage collector runs, not when the step ends")
     if last.anchors:
         evidence.append("in the garbage: " + "; ".join(a[0] for a in last.anchors[:4]))
+    fix = fix_for("reference_cycle", "", None)
+    if anchor is not None and anchor[0].startswith("exception"):
+        held = anchor[0].split("`")[1] if "`" in anchor[0] else "it"
+        fix = (f"do not keep the exception object: store `str(exc)` or "
+               f"`traceback.format_exc()` in `{held}` instead, or `del {held}` before the "
+               "function returns (the traceback's frames hold every local of the step)")
+    elif anchor is not None and anchor[0].startswith("closure"):
+        fix = ("the closure captures the object that stores it, which makes a cycle: make it a "
+               "method, pass what it needs as arguments, or capture `weakref.ref(self)`; "
+               "calling gc.collect() only hides it")
     return [Finding(cause="reference_cycle", title=TITLES["reference_cycle"], device="cpu",
                     bytes=last.tensor_bytes, bytes_per_step=round(per_step, 1), culprit=culprit,
-                    evidence=tuple(evidence), fix=fix_for("reference_cycle", "", None),
+                    evidence=tuple(evidence), fix=fix,
                     data={"garbage_objects": last.objects, "garbage_tensor_bytes": last.tensor_bytes,
                           "freed_heap": last.freed_heap},
                     confidence="high" if culprit and culprit.file else "medium")]

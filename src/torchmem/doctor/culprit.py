@@ -312,8 +312,14 @@ class _Walker:
             for attr in _saved_attrs(node):
                 try:
                     value = getattr(node, attr)
-                except RuntimeError:
-                    has_freed = True
+                except RuntimeError as err:
+                    # "...a second time (or directly access saved tensors after they have
+                    # already been freed)..." vs "...modified by an inplace operation": the
+                    # latter is a live saved tensor whose version moved on
+                    if "freed" in str(err) or "second time" in str(err):
+                        has_freed = True
+                    else:
+                        has_live = True
                     continue
                 except Exception:  # noqa: BLE001 - exotic saved values
                     continue
@@ -483,7 +489,8 @@ class _Walker:
         base = parent.path
         for name, child in mod._modules.items():
             if child is not None:
-                s, t = self._child(child, f"{base}.{name}", "attribute", parent, tracked,
+                shown = f"{base}[{name}]" if name.isdigit() else f"{base}.{name}"
+                s, t = self._child(child, shown, "attribute", parent, tracked,
                                    depth + 1, root, owner=mod)
                 push((child, s, t, depth + 1))
         for name, buf in mod._buffers.items():
@@ -496,7 +503,7 @@ class _Walker:
             if hooks:
                 s, t = self._child(hooks, f"{base}.{hook_attr}", "hook", parent, tracked,
                                    depth + 1, root, owner=mod)
-                s.hooks = len(hooks)
+                self._add(t, "hooks", len(hooks))
                 push((hooks, s, t, depth + 1))
         for name, value in vars(mod).items():
             if name in _MODULE_SPECIAL or name in _HOOK_DICTS or isinstance(value, _ATOMIC):
@@ -596,7 +603,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
         for name, hooks in hook_roots:
             w.walk_root(name, hooks, "hook", "<module>", None)
             if name in w.snap.paths:
-                w.snap.paths[name].hooks = len(hooks)
+                w.snap.paths[name].hooks += len(hooks)
     finally:
         w.keep.clear()
         w.node_keep.clear()

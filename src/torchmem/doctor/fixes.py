@@ -31,7 +31,7 @@ def _swap(code: str, old: str, new: str) -> str:
 
 
 def fix_for(cause: str, name: str, stmt: Statement | None, *, scalar: bool = False,
-            is_tuple: bool = False, has_graph: bool = True) -> str:
+            is_tuple: bool = False, has_graph: bool = True, hook: bool = False) -> str:
     """One fix sentence for ``cause`` at ``stmt`` (generic when ``stmt`` is None).
 
     Example:
@@ -80,6 +80,9 @@ def fix_for(cause: str, name: str, stmt: Statement | None, *, scalar: bool = Fal
                 "(use `weakref.ref(self)` or a method), or `del` the objects at the end of the step; "
                 "calling gc.collect() only hides it")
     if cause == "growing_container":
+        if hook and not stmt:
+            return ("register hooks once, outside the training loop, or keep the handle that "
+                    "`register_*_hook` returns and call `handle.remove()` after use")
         if stmt and stmt.kind == "hook":
             return (f"register the hook once, outside the loop, or keep the handle and call "
                     f"`handle.remove()` after use (line {stmt.line}: `{code}`)")

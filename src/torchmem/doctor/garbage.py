@@ -63,6 +63,23 @@ def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
         if frame is None:
             return None
         file = frame.f_code.co_filename
+        # the frame that keeps the exception in one of its own locals closes the cycle
+        tb = obj.__traceback__
+        while tb is not None:
+            f = tb.tb_frame
+            if is_user(f.f_code.co_filename) and f.f_code.co_name != "<module>":
+                holder = next((k for k, v in f.f_locals.items() if v is obj), None)
+                if holder is not None:
+                    from torchmem.doctor.source import best_statement, find_statements
+
+                    found = [s for s in find_statements(holder, [f.f_code.co_filename])
+                             if s.function == f.f_code.co_name]
+                    stmt = best_statement(found, "chain")
+                    if stmt is not None:
+                        return (f"exception {type(obj).__name__} kept in `{holder}` with its "
+                                f"traceback (frames of {f.f_code.co_name}())", stmt.file,
+                                stmt.line, stmt.code)
+            tb = tb.tb_next
         return (f"exception {type(obj).__name__} kept with its traceback "
                 f"(frames of {frame.f_code.co_name}())", file, frame.f_lineno,
                 linecache.getline(file, frame.f_lineno).strip())

@@ -199,7 +199,8 @@ class _Finder(ast.NodeVisitor):
             if self.hook and func.attr.startswith("register_") and func.attr.endswith("hook"):
                 receiver = stem(func.value) or []
                 owner = self.wanted[:-1]  # model._forward_hooks -> model
-                if not owner or (receiver and receiver[-1] == owner[-1]) or receiver == owner:
+                if not owner or (receiver and receiver[-1] == owner[-1]) or receiver == owner \
+                        or (receiver and owner and receiver[0] == owner[0] and set(receiver) <= set(owner)):
                     arg = node.args[0] if node.args else None
                     self._add(node, "hook", arg, func.value, func.attr)
             elif not self.hook and func.attr in _ADDERS and _matches(func.value, self.wanted):
@@ -258,6 +259,11 @@ def find_statements(path: str, files: list[str], *, hook: bool = False) -> list[
     return out
 
 
+#: values that initialise a variable rather than add to it
+_INITIAL = frozenset({"None", "[]", "{}", "()", "0", "0.0", "dict()", "list()", "set()",
+                      "tuple()", "deque()", "collections.deque()", "OrderedDict()",
+                      "defaultdict(list)", "collections.defaultdict(list)"})
+
 _PREFERENCE = {
     "container": ("add", "setitem", "augassign", "assign", "rebind"),
     "chain": ("assign", "augassign", "rebind", "add", "setitem"),
@@ -283,6 +289,7 @@ def best_statement(statements: list[Statement], want: str = "container",
             continue
         score = (
             -order.index(s.kind),
+            0 if s.value in _INITIAL else 1,
             1 if s.in_loop else 0,
             1 if exact is not None and s.target == exact else 0,
             1 if function is not None and s.function == function else 0,
