@@ -77,10 +77,19 @@ class TensorData(Rule):
     fix_title = "Replace .data with .detach()"
     fix_safety = "unsafe"
 
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
+        if type(node.target) is ast.Attribute and node.target.attr == "data":
+            ctx.scratch.setdefault(self.code, set()).add(id(node.target))
+
     def visit_Attribute(self, node: ast.Attribute, ctx: Context) -> None:
         if node.attr != "data" or not _tensor_evidence(node.value, ctx):
             return
         recv = describe(node.value)
+        if id(node) in ctx.scratch.get(self.code, ()):
+            ctx.report(self, node, (
+                f"in-place update through '{recv}.data' is hidden from autograd (gradients can "
+                f"be silently wrong); update '{recv}' under 'with torch.no_grad():'"))
+            return
         if type(node.ctx) is not ast.Load:
             ctx.report(self, node, (
                 f"assigning '{recv}.data' swaps the tensor's contents behind autograd's back; "

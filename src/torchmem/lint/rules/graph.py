@@ -196,7 +196,7 @@ class HiddenStateCarried(Rule):
     What:
         Flags ``out, hidden = rnn(x, hidden)`` (and ``(h, c)`` tuples) inside a training
         loop or a loop over a data loader, when ``hidden`` comes from the previous
-        iteration and is not detached (or re-initialised) before the call.
+        iteration and is not detached (or re-initialised) anywhere in the iteration.
 
     Why:
         The new hidden state is computed from the old one, so its graph links back to the
@@ -294,12 +294,28 @@ class HiddenStateCarried(Rule):
                 continue
             if key not in loop.facts.assigned:
                 continue
+            if any(k == key and v is not call for k, v in loop.facts.assigns):
+                continue  # re-bound elsewhere in the iteration (hidden = hidden.detach())
+            if _detached_in_place(key, loop.node):
+                continue
             callee = describe(call.func)
             ctx.report(self, arg, (
                 f"'{key}' is passed to {callee}() and re-assigned from its output on every "
                 f"iteration without detach(): the graph links every batch to the previous one; "
                 f"detach it at the start of the iteration"))
             return
+
+
+def _detached_in_place(key: str, loop: ast.AST) -> bool:
+    """Whether the loop body calls ``key.detach_()`` (or on one of its elements)."""
+    for sub in ast.walk(loop):
+        if type(sub) is ast.Call and type(sub.func) is ast.Attribute and sub.func.attr == "detach_":
+            recv = sub.func.value
+            while type(recv) is ast.Subscript:
+                recv = recv.value
+            if key_of(recv) == key:
+                return True
+    return False
 
 
 @register
