@@ -34,7 +34,7 @@ from torch import Tensor
 
 from torchmem.collect.graph import storage_key
 from torchmem.collect.live import LiveScan, scan
-from torchmem.collect.pinning import find_pinned
+from torchmem.collect.pinning import find_pinned, resolve
 from torchmem.collect.roles import ACTIVATION, OTHER, collect_owned, owner_types
 from torchmem.collect.storage import dtype_name
 from torchmem.errors import UsageError
@@ -44,6 +44,7 @@ __all__ = ["census"]
 
 _untyped_storage = Tensor.untyped_storage
 _storage_cdata = torch._C.StorageBase._cdata.__get__  # type: ignore[attr-defined]
+_is_cpu = torch._C.TensorBase.is_cpu.__get__  # type: ignore[attr-defined]
 _storage_nbytes = torch._C.StorageBase.nbytes
 _storage_device = torch._C.StorageBase.device.__get__  # type: ignore[attr-defined]
 _view_nbytes = torch._C.TensorBase.nbytes.__get__  # type: ignore[attr-defined]
@@ -147,72 +148,84 @@ def _build(
         if key is not None:
             roles.setdefault(key, (ACTIVATION, f"saved by {node}"))
 
-    # every tensor reference: the gc-visible ones, then those found through owners and
-    # autograd graphs (C++-only gradients, saved tensors), in parallel columns
+    # one entry per storage (C-level): key -> index of one gc-visible tensor viewing it
     tensors, storages, all_keys = found.tensors, found.storages, found.keys
+    first = dict(zip(all_keys, range(len(all_keys))))
+    gc_dups = len(first) < len(all_keys)
+    # tensors found through owners and graphs: new storages join the columns, the
+    # others are remembered as more views of a known storage
+    more: dict[int, list[Tensor]] = {}
     for t in chain(owned.tensors, found.extra()):
         try:
             storage = _untyped_storage(t)
         except Exception:  # noqa: BLE001 - sparse/wrapper tensors: no plain storage
             continue
-        tensors.append(t)
-        storages.append(storage)
-        all_keys.append(_storage_cdata(storage))
+        key = _storage_cdata(storage)
+        if key not in first:
+            first[key] = len(tensors)
+            tensors.append(t)
+            storages.append(storage)
+            all_keys.append(key)
+        elif tensors[first[key]] is not t:
+            more.setdefault(key, []).append(t)
     owned.tensors.clear()
-    t = None
-    tensors_seen = len(all_keys)
+    t = storage = None
+    tensors_seen = len(all_keys) + sum(map(len, more.values()))
 
-    # one entry per storage (C-level): key -> index of one tensor viewing it
-    first = dict(zip(all_keys, range(len(all_keys))))
-    has_dups = len(first) < len(all_keys)
     keys = list(first)
-    index = list(first.values())
-    first.clear()
-    nbytes = list(map(_storage_nbytes, map(storages.__getitem__, index)))
-    devices = list(map(_storage_device, map(storages.__getitem__, index)))
-    device_set = set(devices)
-    if any(d.type == "meta" for d in device_set):  # meta tensors own no memory
-        keep = [d.type != "meta" for d in devices]
-        keys, index, devices, nbytes = (list(compress(c, keep)) for c in (keys, index, devices, nbytes))
-        device_set = {d for d in device_set if d.type != "meta"}
+    nbytes = list(map(_storage_nbytes, map(storages.__getitem__, first.values())))
+    if all(map(_is_cpu, map(tensors.__getitem__, first.values()))):
+        devices: list[Any] = []
+        device_set = {torch.device("cpu")}
+    else:
+        devices = list(map(_storage_device, map(storages.__getitem__, first.values())))
+        device_set = set(devices)
+        if any(d.type == "meta" for d in device_set):  # meta tensors own no memory
+            keep = [d.type != "meta" for d in devices]
+            keys, devices, nbytes = (list(compress(c, keep)) for c in (keys, devices, nbytes))
+            device_set = {d for d in device_set if d.type != "meta"}
+            first = {k: first[k] for k in keys}
     n = len(keys)
-    role_of = {k: r for k, (r, _) in roles.items()}
-
-    # the few storages that get Python-level work: owned, listed, large enough to pin
-    owned_idx = list(compress(range(n), map(role_of.__contains__, keys)))
-    listed, omitted_n, omitted_b = _select(nbytes, owned_idx, max_other)
-    large = list(compress(range(n), map(le, repeat(pin_min_bytes), nbytes)))
-    need = set(map(keys.__getitem__, listed))
-    need.update(map(keys.__getitem__, large))
-    hit = list(map(need.__contains__, keys))
-    where = dict(zip(compress(keys, hit), compress(range(n), hit)))
-    need.intersection_update(where)
-    views: dict[int, list[Tensor]] = {}
-    if has_dups and need:
-        hit = list(map(need.__contains__, all_keys))
-        for key, t in zip(compress(all_keys, hit), compress(tensors, hit)):
-            seen = views.setdefault(key, [])
-            if not any(t is v for v in seen):
-                seen.append(t)
-        del hit
-        t = None
+    role_of = {k: r for k, (r, _) in roles.items() if k in first}
 
     def tensors_of(key: int) -> list[Tensor]:
-        return views.get(key) or [tensors[index[where[key]]]]
+        out = views.get(key) or [tensors[first[key]]]
+        extra = more.get(key)
+        if extra:
+            ids = {id(v) for v in out}
+            out = out + [v for v in extra if id(v) not in ids]
+        return out
 
-    groups = _groups(nbytes, devices, device_set, owned_idx, [role_of[keys[i]] for i in owned_idx])
+    def device_of(key: int) -> Any:
+        return _storage_device(storages[first[key]]) if devices else next(iter(device_set))
+
+    def nbytes_of(key: int) -> int:
+        return int(_storage_nbytes(storages[first[key]]))
+
+    # the few storages that get Python-level work: owned, listed, large enough to pin
+    listed, omitted_n, omitted_b = _select(keys, nbytes, role_of, max_other)
+    large = [keys[i] for i in compress(range(n), map(le, repeat(pin_min_bytes), nbytes))]
+    views: dict[int, list[Tensor]] = {}
+    if gc_dups:
+        need = set(listed).union(large)
+        hit = list(map(need.__contains__, all_keys))
+        for key, t in zip(compress(all_keys, hit), compress(tensors, hit)):
+            views.setdefault(key, []).append(t)
+        del hit, need
+        t = None
+
+    groups = _groups(nbytes, devices, device_set, role_of, device_of, nbytes_of)
     entries = []
-    for i in listed:
-        key = keys[i]
+    for key in listed:
         ts = tensors_of(key)
         info = roles.get(key)
         entries.append(
             StorageEntry(
                 key=key,
-                nbytes=nbytes[i],
-                device=_device_name(devices[i]),
+                nbytes=nbytes_of(key),
+                device=_device_name(device_of(key)),
                 dtype=dtype_name(ts[0].dtype),
-                shapes=tuple(dict.fromkeys([tuple(t.shape) for t in ts])),
+                shapes=tuple(dict.fromkeys([tuple(v.shape) for v in ts])),
                 role=ROLES[info[0]] if info else "other",
                 name=info[1] if info else None,
                 n_tensors=len(ts),
@@ -220,34 +233,31 @@ def _build(
         )
     entries.sort(key=lambda e: (-e.nbytes, ROLES.index(e.role), e.name or "", e.key))
 
-    suspects = {keys[i]: tensors_of(keys[i]) for i in large}
-    pinned = find_pinned(
-        suspects,
-        {k: nbytes[where[k]] for k in suspects},
-        pin_ratio,
-        pin_min_bytes,
-        internal=[tensors, *views.values()],
+    ts = None
+    suspects = {key: tensors_of(key) for key in large}
+    check = find_pinned(
+        suspects, {k: nbytes_of(k) for k in suspects}, pin_ratio, pin_min_bytes, set(role_of)
     )
+    # drop every reference to the user's tensors but check.bases, then resolve
     suspects.clear()
-    pinning = []
-    for key, used, best in pinned:
-        info = roles.get(key)
-        pinning.append(
-            PinningView(
-                key=key,
-                storage_bytes=nbytes[where[key]],
-                used_bytes=used,
-                shape=tuple(best.shape),
-                dtype=dtype_name(best.dtype),
-                device=_device_name(devices[where[key]]),
-                role=ROLES[info[0]] if info else "other",
-                name=info[1] if info else None,
-            )
-        )
-    pinned.clear()
-    best = None
-    pinning.sort(key=lambda p: (-p.wasted_bytes, p.key))
     views.clear()
+    more.clear()
+    for column in (tensors, found.grads, found.grad_owners, found.saved, found.graph_leaves):
+        column.clear()
+    pinning = [
+        PinningView(
+            key=key,
+            storage_bytes=nbytes_of(key),
+            used_bytes=used,
+            shape=shape,
+            dtype=dtype,
+            device=_device_name(device_of(key)),
+            role=ROLES[role_of.get(key, OTHER)],
+            name=roles[key][1] if key in roles else None,
+        )
+        for key, used, shape, dtype in resolve(check)
+    ]
+    pinning.sort(key=lambda p: (-p.wasted_bytes, p.key))
 
     return Census(
         storages=tuple(entries),
@@ -263,7 +273,12 @@ def _build(
 
 
 def _groups(
-    nbytes: list[int], devices: list[Any], device_set: set[Any], owned: list[int], owned_roles: list[int]
+    nbytes: list[int],
+    devices: list[Any],
+    device_set: set[Any],
+    role_of: dict[int, int],
+    device_of: Any,
+    nbytes_of: Any,
 ) -> tuple[StorageGroup, ...]:
     """Exact (storages, bytes) per (role, device): owned storages one by one, the
     ``other`` ones as device totals minus owned (C-level sums)."""
@@ -278,10 +293,10 @@ def _groups(
             mask = list(map(dev.__eq__, devices))
             per_dev[dev] = (sum(mask), sum(compress(nbytes, mask)))
     cells: dict[tuple[int, Any], list[int]] = {}
-    for i, role in zip(owned, owned_roles):
-        cell = cells.setdefault((role, devices[i]), [0, 0])
+    for key, role in role_of.items():
+        cell = cells.setdefault((role, device_of(key)), [0, 0])
         cell[0] += 1
-        cell[1] += nbytes[i]
+        cell[1] += nbytes_of(key)
     for dev, (count, total) in per_dev.items():
         own = [c for (_, d), c in cells.items() if d == dev]
         rest = count - sum(c[0] for c in own)
@@ -295,27 +310,31 @@ def _groups(
     return tuple(out)
 
 
-def _select(nbytes: list[int], owned: list[int], max_other: int | None) -> tuple[list[int], int, int]:
-    """(indices to list, ``other`` storages left out, their bytes).
+def _select(
+    keys: list[int], nbytes: list[int], role_of: dict[int, int], max_other: int | None
+) -> tuple[list[int], int, int]:
+    """(keys to list, ``other`` storages left out, their bytes).
 
     Lists every owned storage and the ``max_other`` largest others, found with one C
     sort of the sizes and a threshold pass, not a Python loop over all storages.
     """
-    n = len(nbytes)
-    owned_set = set(owned)
+    n = len(keys)
+    owned = list(role_of)
     n_other = n - len(owned)
     if max_other is None or n_other <= max_other:
-        return owned + list(filterfalse(owned_set.__contains__, range(n))), 0, 0
-    other_bytes = sum(nbytes) - sum(nbytes[i] for i in owned)
+        return owned + list(filterfalse(role_of.__contains__, keys)), 0, 0
+    owned_bytes = sum(nbytes[i] for i in compress(range(n), map(role_of.__contains__, keys)))
+    other_bytes = sum(nbytes) - owned_bytes
     if max_other == 0:
-        return list(owned), n_other, other_bytes
+        return owned, n_other, other_bytes
     # the (max_other + owned)-th largest size bounds the max_other largest others
-    threshold = sorted(nbytes, reverse=True)[max_other + len(owned) - 1]
-    chosen = list(filterfalse(owned_set.__contains__, compress(range(n), map(threshold.__lt__, nbytes))))
-    if len(chosen) > max_other:  # only possible with many owned storages above the threshold
+    threshold = sorted(nbytes, reverse=True)[min(max_other + len(owned), n) - 1]
+    above = compress(range(n), map(threshold.__lt__, nbytes))
+    chosen = [i for i in above if keys[i] not in role_of]
+    if len(chosen) > max_other:
         chosen = sorted(chosen, key=nbytes.__getitem__, reverse=True)[:max_other]
     else:
-        ties = filterfalse(owned_set.__contains__, compress(range(n), map(threshold.__eq__, nbytes)))
+        ties = (i for i in compress(range(n), map(threshold.__eq__, nbytes)) if keys[i] not in role_of)
         chosen.extend(islice(ties, max_other - len(chosen)))
     kept = sum(nbytes[i] for i in chosen)
-    return owned + chosen, n_other - len(chosen), other_bytes - kept
+    return owned + [keys[i] for i in chosen], n_other - len(chosen), other_bytes - kept

@@ -178,15 +178,16 @@ def _gc_tensors(
     finally:
         del objs
     kinds = list(map(type, cand))
-    present = set(kinds)
-    params_t = {c for c in present if issubclass(c, torch.nn.Parameter)}
-    if present <= plain:
-        found = cand
-    else:
-        found = list(compress(cand, map(plain.__contains__, kinds)))
-    odd = list(compress(cand, map(special.__contains__, kinds))) if present & special else []
-    others = list(compress(cand, map(owners.__contains__, kinds))) if present & owners else []
-    params = list(compress(cand, map(params_t.__contains__, kinds))) if params_t else []
+    is_plain = list(map(plain.__contains__, kinds))
+    found = list(compress(cand, is_plain))
+    odd: list[Tensor] = []
+    others: list[Any] = []
+    if len(found) < len(cand):  # owners and tensor subclasses: few, split in Python
+        for obj in compress(cand, map(not_, is_plain)):
+            (others if type(obj) in owners else odd).append(obj)
+    params_t = {torch.nn.Parameter}.union(c for c in special if issubclass(c, torch.nn.Parameter))
+    params = list(compress(cand, map(params_t.__contains__, kinds)))
+    del cand, kinds, is_plain
     return found, odd, others, params
 
 

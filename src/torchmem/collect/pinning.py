@@ -1,51 +1,48 @@
 """Find storages that live views keep allocated while addressing only a small part.
 
 ``y = x[0, :]; del x`` keeps all of ``x``'s storage alive. Worse, torch keeps the
-*base tensor* ``x`` itself alive for ``y`` (``y._base``), so a gc scan still sees a
-full-size tensor on that storage. This module therefore treats a full-size tensor as
-absent when it is only the base of live views and nothing in Python refers to it (one
-:func:`gc.get_referrers` pass over the candidates, only when there are any).
+*base tensor* ``x`` itself alive for ``y`` (``y._base``, its Python object preserved), so
+a gc scan still sees a full-size tensor on that storage. A full-size tensor therefore
+does not clear a storage when it is only the base of live views and no Python code
+refers to it any more. That is decided from reference counts, calibrated against a
+probe base made the same way at the same moment, after every reference torchmem held
+has been dropped (running frames are not gc objects, so ``gc.get_referrers`` cannot
+see a function's local variables; reference counts can).
 
-Cost: O(tensors on shared storages) Python work, plus one gc pass over all objects
-when a candidate base tensor has to be checked for referrers.
+Cost: Python work proportional to the tensors on the storages checked (those at least
+``pin_min_bytes`` large), one ``sys.getrefcount`` per suspect base tensor.
 """
 
 from __future__ import annotations
 
-import gc
-from typing import Any, Iterable
+import sys
+from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
-from torchmem.collect.storage import used_bytes
+from torchmem.collect.storage import dtype_name, used_bytes
 
-__all__ = ["find_pinned"]
+__all__ = ["PinCheck", "find_pinned", "resolve"]
 
-_OWN_DIR = __file__.rsplit("collect", 1)[0]  # frames of torchmem itself are not referrers
+#: (storage key, bytes the largest live view addresses, its shape, its dtype)
+Pin = tuple[int, int, tuple[int, ...], str]
 
 
-def _unreferenced(bases: list[Tensor], internal: Iterable[Any]) -> set[int]:
-    """ids of ``bases`` that nothing outside torchmem's own frames and lists refers to."""
-    if not bases:
-        return set()
-    skip = {id(o) for o in internal}
-    skip.add(id(bases))
-    wanted = {id(b) for b in bases}
-    held: set[int] = set()
-    referrers = gc.get_referrers(*bases)
-    try:
-        for r in referrers:
-            if id(r) in skip or r is referrers:
-                continue
-            code = getattr(r, "f_code", None)
-            if code is not None and code.co_filename.startswith(_OWN_DIR):
-                continue  # a frame of torchmem itself
-            for o in gc.get_referents(r):
-                if id(o) in wanted:
-                    held.add(id(o))
-    finally:
-        del referrers
-    return wanted - held
+@dataclass
+class PinCheck:
+    """First-phase result. ``bases`` holds tensors: hand it to :func:`resolve` once
+    every other reference is gone, and do not keep it."""
+
+    direct: list[Pin] = field(default_factory=list)
+    pending: dict[int, Pin] = field(default_factory=dict)
+    bases: list[Tensor] = field(default_factory=list)
+    base_keys: list[int] = field(default_factory=list)
+
+
+def _largest(ts: list[Tensor]) -> tuple[int, tuple[int, ...], str]:
+    best = max(ts, key=used_bytes)
+    return used_bytes(best), tuple(best.shape), dtype_name(best.dtype)
 
 
 def find_pinned(
@@ -53,46 +50,69 @@ def find_pinned(
     storage_bytes: dict[int, int],
     ratio: float,
     min_bytes: int,
-    internal: Iterable[Any] = (),
-) -> list[tuple[int, int, Tensor]]:
-    """Storages whose live, referenced views address at most ``ratio`` of them.
+    owned: set[int] | frozenset[int] = frozenset(),
+) -> PinCheck:
+    """Storages whose live views address at most ``ratio`` of them (first phase).
 
     Args:
         groups: storage key -> every live tensor seen on that storage.
         storage_bytes: storage key -> bytes of the storage.
         ratio: largest fraction of the storage the views may address.
         min_bytes: least number of unaddressed bytes worth reporting.
-        internal: torchmem's own containers that hold these tensors (not referrers).
+        owned: storage keys with an owner role; their full-size tensors are held by
+            that owner (module, optimizer, autograd graph), never only by views.
 
     Returns:
-        ``(key, used_bytes, largest view)`` per pinned storage. Holds tensors: the
-        caller turns them into plain data and drops them.
+        A :class:`PinCheck`: storages pinned for sure, and those pinned only if their
+        full-size base tensors turn out to be unreferenced (see :func:`resolve`).
     """
-    found: list[tuple[int, int, Tensor]] = []
-    suspects: dict[int, list[Tensor]] = {}  # key -> full-size tensors that are view bases only
+    check = PinCheck()
     for key, ts in groups.items():
         whole = storage_bytes[key]
         limit = whole * ratio
         full = [t for t in ts if used_bytes(t) > limit]
         if not full:
-            best = max(ts, key=used_bytes)
-            used = used_bytes(best)
+            used, shape, dtype = _largest(ts)
             if whole - used >= min_bytes:
-                found.append((key, used, best))
+                check.direct.append((key, used, shape, dtype))
+            continue
+        if key in owned or len(full) == len(ts):
             continue
         base_ids = {id(b) for b in (t._base for t in ts) if b is not None}
-        if all(id(f) in base_ids for f in full) and len(full) < len(ts):
-            suspects[key] = full
-    if suspects:
-        bases = [b for full in suspects.values() for b in full]
-        orphans = _unreferenced(bases, [*internal, *groups.values(), *suspects.values()])
-        del bases
-        for key, full in suspects.items():
-            if all(id(f) in orphans for f in full):
-                full_ids = {id(f) for f in full}
-                rest = [t for t in groups[key] if id(t) not in full_ids]
-                best = max(rest, key=used_bytes)
-                used = used_bytes(best)
-                if storage_bytes[key] - used >= min_bytes:
-                    found.append((key, used, best))
-    return found
+        if all(id(f) in base_ids for f in full):
+            full_ids = {id(f) for f in full}
+            used, shape, dtype = _largest([t for t in ts if id(t) not in full_ids])
+            if whole - used >= min_bytes:
+                check.pending[key] = (key, used, shape, dtype)
+                check.bases.extend(full)
+                check.base_keys.extend([key] * len(full))
+    return check
+
+
+def _probe() -> Tensor:
+    base = torch.empty(1)
+    view = base[:]
+    del base
+    return view
+
+
+def resolve(check: PinCheck) -> list[Pin]:
+    """Second phase: keep the pending storages whose bases nothing refers to.
+
+    Call it only after dropping every other reference to the tensors of the census
+    (the reference counts must include nothing of torchmem's but ``check.bases``).
+    Empties ``check.bases``.
+    """
+    pins = list(check.direct)
+    if check.bases:
+        probe = _probe()
+        bases = check.bases
+        bases.append(probe._base)  # type: ignore[arg-type]
+        counts = list(map(sys.getrefcount, bases))
+        bases.clear()
+        del probe
+        reference = counts.pop()
+        held = {k for k, c in zip(check.base_keys, counts) if c > reference}
+        pins.extend(p for k, p in check.pending.items() if k not in held)
+    check.pending.clear()
+    return pins
