@@ -53,6 +53,8 @@ from torchmem.units import format_bytes
 __all__ = ["find_batch_size", "fit_line"]
 
 _TIP = "see docs/throughput.md#find_batch_size"
+#: an extrapolated guess goes at most this many times past the largest size that fit
+_GROWTH = 256
 
 
 def find_batch_size(
@@ -169,6 +171,7 @@ class _Search:
         self.fit: LinearFit | None = None
         self.predicted: int | None = None
         self.method = "search"
+        self.peaks: dict[int, int] = {}  # units -> measured peak (runs that finished)
 
     # -- one run -------------------------------------------------------------------
     def run(self, units: int, purpose: str) -> BatchTrial:
@@ -190,6 +193,8 @@ class _Search:
         self.trials.append(trial)
         if purpose != "warmup":
             self.record(units, trial.fits)
+            if trial.peak is not None:
+                self.peaks[units] = trial.peak
         return trial
 
     def record(self, units: int, fits: bool) -> None:
@@ -217,17 +222,6 @@ class _Search:
             if self.check(mid, "search"):
                 low = mid
 
-    def gallop(self, start: int) -> None:
-        """Grow from ``start`` (which fits) by doubling steps until a size fails."""
-        step = 1
-        units = start
-        while self.bad is None or units + step < self.bad:
-            nxt = units + step
-            if not self.check(nxt, "search"):
-                return
-            units = nxt
-            step *= 2
-
     def doubling(self) -> None:
         units = self.lo
         while self.bad is None or units < self.bad:
@@ -251,37 +245,80 @@ class _Search:
                 break
             assert trial.peak is not None
             points.append((trial.batch_size, trial.peak))
-        if len(points) < 2:
-            if self.bad is None:
-                self.gallop(max(self.best, self.lo))
-            self.bisect()
-            return
-        self.fit = fit_line(points)
-        guess = self.fit.solve(self.limit) / self.m
-        cap = self.hi if self.hi is not None else 2**40
-        pred = int(min(max(math.floor(guess), self.lo), cap)) if math.isfinite(guess) else cap
-        if self.bad is not None:
-            pred = min(pred, self.bad - 1)
-        pred = max(pred, self.best)
-        self.predicted = pred
-        if not math.isfinite(guess) and self.hi is None:
-            self.bisect_up()
-            return
-        self.method = "fit"
-        if self.check(pred, "verify"):
-            if self.bad is None or pred + 1 < self.bad:
-                if not self.check(pred + 1, "verify"):
-                    return  # certified: pred fits, pred + 1 does not
-                self.method = "fit+search"
-                self.gallop(pred + 1)
-        else:
-            self.method = "fit+search"
-        self.bisect()
+        if len(points) >= 2:
+            self.fit = fit_line(points)
+        self.refine()
 
-    def bisect_up(self) -> None:
-        """No upper bound and a flat fit: find one by doubling, then bisect."""
-        self.gallop(self.best)
-        self.bisect()
+    def refine(self) -> None:
+        """Secant steps on the measured peaks until ``best + 1 == bad``.
+
+        Each step draws a line through the largest size that fits and the smallest that
+        did not (interpolation; on a convex curve the answer lands just below the
+        budget), or through the two largest that fit (extrapolation, at most
+        ``_GROWTH`` times further), and tries the size it predicts. A step that does not
+        halve the bracket is followed by a bisection step, so the worst case stays
+        logarithmic.
+        """
+        bisect_next = False
+        first = True
+        while True:
+            low = max(self.best, self.lo - 1)
+            if self.bad is not None and self.bad - low <= 1:
+                if self.method == "search" and self.predicted is not None:
+                    self.method = "fit+search"
+                return
+            guess = None if bisect_next else self.secant(low)
+            if guess is None:
+                if self.bad is None:
+                    guess = max(2 * low, low + 1)
+                else:
+                    guess = (low + self.bad) // 2
+            elif first:
+                self.predicted = guess
+            hi = self.bad - 1 if self.bad is not None else guess
+            guess = min(max(guess, low + 1), hi)
+            width = None if self.bad is None else self.bad - low
+            fits = self.check(guess, "verify" if first else "search")
+            if first and self.predicted is not None:
+                certified = fits and (
+                    (self.bad is not None and guess + 1 >= self.bad)
+                    or not self.check(guess + 1, "verify")
+                )
+                self.method = "fit" if certified else "fit+search"
+            first = False
+            new_width = None if self.bad is None else self.bad - max(self.best, self.lo - 1)
+            bisect_next = (
+                not bisect_next and width is not None and new_width is not None
+                and new_width * 2 > width
+            )
+
+    def secant(self, low: int) -> int | None:
+        """Size (in units) where the line through the nearest measured points meets the
+        budget, or ``None`` when no rising line is available."""
+        fitting = sorted((u, p) for u, p in self.peaks.items() if p <= self.limit)
+        over = sorted((u, p) for u, p in self.peaks.items() if p > self.limit)
+        if not fitting:
+            return None
+        if over:
+            (u0, p0), (u1, p1) = fitting[-1], over[0]
+            extrapolating = False
+        elif len(fitting) >= 2:
+            (u0, p0), (u1, p1) = fitting[-2], fitting[-1]
+            extrapolating = True
+        else:
+            return None
+        if u1 == u0 or p1 <= p0:
+            return None
+        slope = (p1 - p0) / (u1 - u0)
+        target = u0 + (self.limit - p0) / slope
+        if not math.isfinite(target):
+            return None
+        guess = math.floor(target)
+        if extrapolating:
+            guess = min(guess, max(fitting[-1][0], 1) * _GROWTH)
+        if self.hi is not None:
+            guess = min(guess, self.hi)
+        return max(guess, low + 1)
 
 
 def fit_line(points: Sequence[tuple[int, int]]) -> LinearFit:
