@@ -123,7 +123,9 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
 }
 
 
-def _time(run: Callable[[], None], ctx: Callable[[], contextlib.AbstractContextManager[None]]) -> float:
+def _time(
+    run: Callable[[], None], ctx: Callable[[], contextlib.AbstractContextManager[None]]
+) -> float:
     with ctx():
         start = time.perf_counter()
         run()
@@ -204,7 +206,9 @@ def read_table(reps: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=7, help="interleaved runs per variant (>= 5)")
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: default)")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads (0: default)"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -28,7 +28,8 @@ def test_rows_are_exact_for_a_known_graph() -> None:
     assert cmp.device == "cpu" and cmp.source == "engine"
     grad, no_grad, inference = cmp.rows
     # grad: tanh saved its output for backward; the loss is a 4-byte scalar
-    assert (grad.peak_delta, grad.retained, grad.saved, grad.output_bytes) == (2 * act, act + 4, act, 4)
+    figures = (grad.peak_delta, grad.retained, grad.saved, grad.output_bytes)
+    assert figures == (2 * act, act + 4, act, 4)
     # no_grad: the same transient peak (matmul result + tanh result), nothing retained
     assert (no_grad.peak_delta, no_grad.retained, no_grad.saved) == (2 * act, 4, 0)
     assert (inference.peak_delta, inference.retained, inference.saved) == (2 * act, 4, 0)
@@ -71,7 +72,8 @@ def test_tuple_and_dict_inputs_and_plain_functions() -> None:
         grad, no_grad, _ = cmp.rows
         # mul saves its inputs (not new memory); exp saves its result, sin its input:
         # the same 400 bytes
-        assert (grad.output_bytes, grad.saved, grad.retained, grad.peak_delta) == (400, 400, 800, 800)
+        figures = (grad.output_bytes, grad.saved, grad.retained, grad.peak_delta)
+        assert figures == (400, 400, 800, 800)
         assert (no_grad.retained, no_grad.peak_delta) == (400, 800)
 
 

@@ -125,7 +125,8 @@ def test_per_step_rejects_an_unknown_mode() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"interval": 0}, "interval"), ({"interval": -1}, "interval"), ({"interval": True}, "interval"),
+    [({"interval": 0}, "interval"), ({"interval": -1}, "interval"),
+     ({"interval": True}, "interval"),
      ({"interval": "fast"}, "interval"), ({"capacity": 0}, "capacity"),
      ({"capacity": 2.5}, "capacity")],
 )

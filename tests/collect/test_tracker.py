@@ -72,6 +72,15 @@ def test_views_and_inplace_ops_allocate_nothing() -> None:
     del v, s, tt
 
 
+def test_resize_growing_a_region_tensor_counts_the_growth() -> None:
+    with torchmem.track("cpu") as t:
+        x = torch.empty(10)
+        x.resize_(100)
+        x.resize_(50)  # shrinking a tensor keeps its storage
+    assert t.delta == 400 and t.peak_delta == 400
+    del x
+
+
 def test_set_onto_an_existing_storage_allocates_nothing() -> None:
     y = torch.empty(100)
     with torchmem.track("cpu") as t:
