@@ -54,7 +54,7 @@ def by_key(c: Census) -> dict[int, StorageEntry]:
     return {e.key: e for e in c.storages}
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def trained() -> tuple[Net, torch.optim.Adam]:
     torch.manual_seed(0)
     model = Net()
