@@ -184,7 +184,7 @@ class _Mode(TorchDispatchMode):
             if ref is None or ref() is not t:
                 tensors[id(t)] = weakref.ref(t)
             return
-        if t.device.type == "meta":
+        if t.is_meta:
             return
         always = self.always_new.get(func)
         if always is None:
