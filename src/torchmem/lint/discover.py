@@ -239,7 +239,7 @@ def discover(paths: Iterable[str], config: LintConfig | None = None
         config: settings (``exclude``, ``respect_gitignore``); defaults when ``None``.
 
     Returns:
-        ``(files, problems)``: files in a stable order without duplicates (paths keep the
+        ``(files, problems)``: files in a stable order, each real file once (paths keep the
         user's spelling, joined with what the walk found), and an ``E902`` diagnostic for
         each named path that does not exist.
     """
@@ -268,14 +268,14 @@ def discover(paths: Iterable[str], config: LintConfig | None = None
                 drop = _git_check_ignore(found)
                 found = [f for f in found if f not in drop]
             for f in found:
-                key = os.path.abspath(f)
+                key = os.path.realpath(f)
                 if key not in seen:
                     seen.add(key)
                     files.append(f)
         elif os.path.exists(path) and not os.path.isfile(path):
             problems.append(io_error(raw, "not a regular file (device, socket or pipe)"))
         elif os.path.exists(path):
-            key = os.path.abspath(path)
+            key = os.path.realpath(path)
             if key not in seen:
                 seen.add(key)
                 files.append(raw)
