@@ -236,6 +236,8 @@ class Flow:
             return self.derive(base)
         if base & MODEL and attr in ("weight", "bias"):
             return LEAF
+        if base & GRAPH:  # out.values, outputs.logits, result.last_hidden_state
+            return TENSOR if attr == "indices" else base & (GRAPH | ACT)
         return 0
 
     def _args_kind(self, call: ast.Call) -> int:

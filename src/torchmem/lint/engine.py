@@ -674,6 +674,8 @@ class _Walker:
 
 
 def _is_module_class(node: ast.ClassDef, ctx: Context) -> bool:
+    if any(type(s) in _FUNC_TYPES and s.name == "forward" for s in node.body):  # type: ignore[attr-defined]
+        return True  # only modules define forward()
     for base in node.bases:
         key = key_of(base)
         if key is None:

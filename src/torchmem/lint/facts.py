@@ -196,6 +196,19 @@ def _backward_roots(call: ast.Call, qualname: Callable[[ast.AST], str | None]
     return None
 
 
+def _own_grad_update(target: ast.AST, value: ast.AST) -> bool:
+    """``p -= lr * p.grad`` (or ``p.data -= ...``): a parameter updated from its own grad."""
+    if type(target) is ast.Attribute and target.attr == "data":
+        target = target.value
+    key = key_of(target)
+    if key is None:
+        return False
+    for sub in ast.walk(value):
+        if type(sub) is ast.Attribute and sub.attr == "grad" and key_of(sub.value) == key:
+            return True
+    return False
+
+
 _ACCUMULATE = frozenset({"append", "extend", "insert", "add", "appendleft", "update"})
 
 
@@ -298,6 +311,11 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 call(value)
         elif t is ast.AugAssign or t is ast.AnnAssign:
             value = node.value  # type: ignore[attr-defined]
+            if t is ast.AugAssign and value is not None and _own_grad_update(
+                    node.target, value):  # type: ignore[attr-defined]
+                facts.has_step = True  # p -= lr * p.grad: a hand-written optimizer step
+                for loop in loops:
+                    loop.step = True
             for key in target_keys(node.target):  # type: ignore[attr-defined]
                 bind(key, value, t is ast.AnnAssign and value is not None, value)
         elif t is ast.For or t is ast.AsyncFor or t is ast.While:

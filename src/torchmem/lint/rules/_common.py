@@ -46,7 +46,10 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
         func = node.func  # type: ignore[attr-defined]
         if type(func) is ast.Attribute and func.attr in _ACC_METHODS and node.args \
                 and len(node.args) <= 2:  # type: ignore[attr-defined]
-            key = key_of(func.value)
+            recv = func.value
+            while type(recv) is ast.Subscript:  # metrics["loss"].append(v): the dict persists
+                recv = recv.value
+            key = key_of(recv)
             if key is None:
                 return None
             args = node.args  # type: ignore[attr-defined]

@@ -157,14 +157,14 @@ class GraphAccumulation(Rule):
         if not _fresh(acc.value, loops):
             return
         v = describe(acc.value)
-        where = "a training step" if step_fn and not loops else (
-            "training loop" if training else "loop")
+        where = "training loop" if training else "loop"
         verb = {"append": f"is kept in '{acc.key}'", "add": f"is added into '{acc.key}'",
                 "store": f"is stored in '{acc.key}'", "concat": f"is concatenated into '{acc.key}'"
                 }[acc.how]
-        msg = (f"'{v}' carries an autograd graph and {verb}, which outlives each iteration of "
-               f"the {where}: every iteration's graph stays alive; "
-               f"{_DETACH_FIX[acc.how].format(v=v)}")
+        span = "each call of this training step" if step_fn and not loops else \
+            f"each iteration of the {where}"
+        msg = (f"'{v}' carries an autograd graph and {verb}, which outlives {span}: every "
+               f"iteration's graph stays alive; {_DETACH_FIX[acc.how].format(v=v)}")
         fix = None
         if acc.how in ("append", "store", "concat") and type(acc.value) in (
                 ast.Name, ast.Attribute, ast.Subscript, ast.Call):
@@ -194,9 +194,13 @@ class HiddenStateCarried(Rule):
     """A recurrent hidden state fed back into the model across iterations without ``detach()``.
 
     What:
-        Flags ``out, hidden = rnn(x, hidden)`` (and ``(h, c)`` tuples) inside a training
-        loop or a loop over a data loader, when ``hidden`` comes from the previous
-        iteration and is not detached (or re-initialised) anywhere in the iteration.
+        Flags ``out, hidden = rnn(x, hidden)`` (and ``(h, c)`` tuples) in a loop that runs
+        with autograd recording on, when ``rnn`` is a module (by type or by name) and
+        ``hidden`` comes from the previous iteration and is not detached (or
+        re-initialised) anywhere in the iteration. A module's own ``forward`` is not
+        checked (iterating a block over depth is the computation), nor, outside training
+        and data loops, calls of ``self.<submodule>`` (a model passing a cache between
+        chunks of one input).
 
     Why:
         The new hidden state is computed from the old one, so its graph links back to the
@@ -277,10 +281,12 @@ class HiddenStateCarried(Rule):
     def _check(self, node: ast.Assign, targets: list[str], ctx: Context) -> None:
         call = node.value
         loop = ctx.loops[-1]
-        if type(call) is not ast.Call or ctx.no_grad or not (loop.training or loop.loader):
+        if type(call) is not ast.Call or ctx.no_grad:
             return
         if is_forward_function(ctx.fn, ctx) or not ctx.flow.is_forward(call, strict=True):
             return
+        if not (loop.training or loop.loader) and (key_of(call.func) or "").startswith("self."):
+            return  # a model's own method chaining its submodules (caches over chunks)
         bound = ctx.scratch.get(self.code, {}).get(id(loop.node), set())
         args: list[ast.expr] = []
         for arg in list(call.args) + [kw.value for kw in call.keywords]:
@@ -449,7 +455,8 @@ class RetainGraphInLoop(Rule):
         Flags ``loss.backward(retain_graph=True)``, ``backward(create_graph=True)`` and
         ``torch.autograd.grad(..., retain_graph=True)`` inside a loop whose body runs no
         other ``backward()``/``grad()`` that could use the retained graph, when the loss is
-        computed anew in the loop.
+        computed anew in the loop; and ``retain_graph=True`` on the last of several
+        backward calls of an iteration.
 
     Why:
         ``retain_graph=True`` keeps every activation saved for backward alive after the
@@ -504,8 +511,10 @@ class RetainGraphInLoop(Rule):
         if flag is None:
             return
         loop = ctx.loops[-1]
-        if len(loop.facts.backward) + len(loop.facts.grad_calls) > 1:
-            return
+        calls = loop.facts.backward + loop.facts.grad_calls
+        last = max(calls, key=lambda c: (c.lineno, c.col_offset)) if calls else node
+        if len(calls) > 1 and not (last is node and flag.arg == "retain_graph"):
+            return  # an earlier backward keeps the graph for a later one: needed
         if type(func) is ast.Attribute and func.attr == "backward":
             root: ast.AST = node.args[0] if (node.args and key_of(func.value) and key_of(
                 func.value).rpartition(".")[2] in ("accelerator", "fabric", "scaler")) else func.value
@@ -515,7 +524,8 @@ class RetainGraphInLoop(Rule):
         if not any((type(s) is ast.Name or type(s) is ast.Attribute) and key_of(s) in computed
                    for s in ast.walk(root)) and not any(type(s) is ast.Call for s in ast.walk(root)):
             return  # differentiating something computed before the loop, on purpose
+        what = ("the last backward of the iteration" if len(calls) > 1 else
+                "a loop whose body has no second backward through this graph")
         ctx.report(self, flag, (
-            f"{flag.arg}=True in a loop whose body has no second backward through this "
-            f"graph: each iteration's saved activations stay alive until the loss is "
-            f"replaced; drop {flag.arg}=True"))
+            f"{flag.arg}=True in {what}: each iteration's saved activations stay alive "
+            f"until the loss is replaced; drop {flag.arg}=True"))

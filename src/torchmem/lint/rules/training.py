@@ -6,6 +6,7 @@ wrong. These findings are correctness bugs and are reported as such, not as leak
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.facts import key_of
@@ -22,8 +23,11 @@ class MissingZeroGrad(Rule):
     """A training loop calls ``backward()`` and ``optimizer.step()`` but never clears gradients.
 
     What:
-        Flags a loop whose body calls ``backward()`` and an optimizer's ``step()`` but
-        never ``zero_grad()`` (on the optimizer or the model), nor sets ``p.grad = None``.
+        Flags a loop whose body calls ``backward()`` and an optimizer's ``step()`` (or
+        updates parameters by hand from ``p.grad``) but never ``zero_grad()`` (on the
+        optimizer or the model), nor sets ``p.grad = None`` or ``p.grad.zero_()``. The
+        finding points at the ``step()`` call, or at ``backward()`` for a hand-written
+        update.
 
     Why:
         ``backward()`` adds into ``.grad``. Without clearing, each step uses the sum of
@@ -79,7 +83,7 @@ class MissingZeroGrad(Rule):
         while parent is not None:
             done.add(id(parent.node))
             parent = parent.parent
-        call = facts.step_calls[0]
+        call: ast.AST = facts.step_calls[0] if facts.step_calls else facts.backward[0]
         ctx.report(self, call, (
             "the loop calls backward() and step() but never zero_grad(): gradients add up "
             "across iterations, so every step after the first uses the wrong gradient; call "
