@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from typing import Any, Callable, Iterable, Sequence
 
 from torchmem.lint import facts as _facts
@@ -38,6 +39,7 @@ _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?",
                    re.IGNORECASE)
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+_RECURSION_LIMIT = 12_000
 
 
 class LoopState:
@@ -779,11 +781,16 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     walker = _Walker(ctx, nodes, hooks)
     for stmt in _top_level(tree.body):
         walker._import(stmt)
+    limit = sys.getrecursionlimit()
     try:
+        # anything ast.parse accepts (long operator chains) must not exhaust the default limit
+        sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
         walker.function(tree, tree.body, "<module>", None)
     except RecursionError:
         raise LintSyntaxError(f"{path}: code nested too deeply to analyse", path=path,
                               tip="exclude this (probably generated) file") from None
+    finally:
+        sys.setrecursionlimit(limit)
     found = _noqa_filter(ctx.violations, ctx)
     unique = {(v.line, v.col, v.code): v for v in found}
     return sorted(unique.values(), key=Violation.sort_key)
