@@ -8,7 +8,9 @@ Prints three tables:
    ``TorchDispatchMode`` and ``tracemalloc``. Runs are interleaved A/B/A/B within one
    process (the machine may be shared) and each figure is the median of ``--reps``.
 2. The engine's cost per aten op, in microseconds, with a no-op mode for reference.
-3. The cost of one reading: ``heap_bytes``, ``rss_bytes``, ``read("cpu")`` and
+3. The Monitor's own CPU use: CPU time of its sampler thread per sample and as a share
+   of one core (robust to other load on the machine, unlike wall-clock ratios).
+4. The cost of one reading: ``heap_bytes``, ``rss_bytes``, ``read("cpu")`` and
    ``read("cpu", exact=True)``.
 
 Usage:
@@ -203,6 +205,27 @@ def read_table(reps: int) -> None:
     del loss
 
 
+def monitor_cpu_table(seconds: float = 4.0) -> None:
+    """CPU time the sampler thread itself uses: robust to a loaded machine."""
+    run = mlp_loop(steps=2)
+    print(f"\n## Monitor's own CPU use (sampler thread, {seconds:.0f} s of MLP training)\n")
+    print("| interval | samples | sampler CPU ms | CPU us per sample | share of one core |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for interval in (0.05, 0.01):
+        m = torchmem.Monitor(interval=interval, device="cpu").start()
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            run()
+        timeline = m.stop()
+        wall = time.perf_counter() - start
+        cpu_s = m.sampler_cpu
+        n = max(len(timeline) + timeline.dropped - 2, 1)  # the thread's samples only
+        print(
+            f"| {interval * 1000:.0f} ms | {n} | {cpu_s * 1000:.2f} | {cpu_s / n * 1e6:.0f} "
+            f"| {cpu_s / wall:.3%} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=7, help="interleaved runs per variant (>= 5)")
@@ -217,6 +240,7 @@ def main() -> None:
         f"torchmem {torchmem.__version__}"
     )
     loop_table(args.reps)
+    monitor_cpu_table()
     per_op_table(args.reps)
     read_table(args.reps)
 

@@ -44,6 +44,8 @@ def test_samples_arrive_periodically_in_time_order() -> None:
     assert times == sorted(times)
     assert all(s.reading.device == "cpu" and s.used is not None for s in samples)
     assert m.error is None
+    # the sampler's own CPU time: positive, and far below the wall time it ran
+    assert 0.0 < m.sampler_cpu < 0.3
 
 
 @needs_heap

@@ -92,6 +92,7 @@ class Monitor:
         self._stopped: float | None = None
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._sampler_cpu = 0.0
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> Monitor:
@@ -152,12 +153,15 @@ class Monitor:
 
     def _run(self) -> None:
         interval = self.interval or 0.05
+        clock = time.thread_time
         while not self._wake.wait(interval):
             try:
                 self._sample(boundary=False)
             except BaseException as exc:  # noqa: BLE001 - keep it, never kill the user's run
                 self.error = exc
                 return
+            finally:
+                self._sampler_cpu = clock()
 
     def _sample(self, boundary: bool) -> Sample:
         reading = read_resolved(self.device)
@@ -192,6 +196,11 @@ class Monitor:
         if sample and self.running:  # also without a sampler thread (interval=None)
             self._sample(boundary=True)
         return int(i)
+
+    @property
+    def sampler_cpu(self) -> float:
+        """CPU seconds the sampler thread has used so far (its whole cost to the process)."""
+        return self._sampler_cpu
 
     @property
     def peak(self) -> Sample | None:
