@@ -205,7 +205,8 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
     return "growing_container"
 
 
-def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], steps: int) -> list[str]:
+def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_step: int,
+                    last_step: int) -> list[str]:
     lines = []
     what = f"`{stats.path}` ({stats.type})"
     if stats.items is not None:
@@ -228,7 +229,8 @@ def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], steps: 
                      f"{format_bytes(stats.storage_bytes)} of storage")
     if stats.hooks:
         lines.append(f"{stats.hooks} hooks registered ({sig['hooks']:+.1f} per step)")
-    lines.append(f"measured over {steps} steps")
+    lines.append(f"measured at steps {first_step} and {last_step}: "
+                 f"{format_bytes(stats.retained_bytes)} reachable at step {last_step}")
     return lines
 
 
@@ -259,19 +261,29 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
                           line=stmt.line if stmt else None, code=stmt.code if stmt else None,
                           function=stmt.function if stmt else stats.function, type=stats.type)
         rate = max(sig["bytes"], 0.0)
-        cpu = growth.get("cpu")
+        if cause == "eval_graph" and stmt is not None and stmt.value and stmt.value.isidentifier():
+            # name the forward that built the graph: the assignment of the kept name
+            found = [s for s in find_statements(stmt.value, [stmt.file]) if s.function == stmt.function]
+            forward = best_statement(found, "chain")
+            if forward is not None:
+                fix = (f"run `{forward.code}` (line {forward.line}) under `with torch.no_grad():` "
+                       f"(or `torch.inference_mode()`), or keep `{stmt.value}.detach()` at "
+                       f"line {stmt.line}")
+        end = max(ev.steps, last.step)
+        at_end = int(stats.retained_bytes + rate * (end - last.step))
         data = {"items": stats.items, "tensors": stats.tensors, "grad_tensors": stats.grad_tensors,
                 "graph_nodes": stats.graph_nodes, "saved_bytes": stats.saved_bytes,
                 "live_nodes": stats.live_nodes, "freed_nodes": stats.freed_nodes,
                 "hooks": stats.hooks, "example": stats.example,
                 "storage_bytes": stats.storage_bytes, "used_bytes": stats.used_bytes,
                 "nodes_per_step": round(sig["nodes"], 2), "items_per_step": round(sig["items"], 2),
-                "tensor_bytes_per_step": round(rate, 1), "snapshot_steps": [s.step for s in snaps]}
+                "tensor_bytes_per_step": round(rate, 1), "snapshot_steps": [s.step for s in snaps],
+                "bytes_at_snapshot": stats.retained_bytes, "end_step": end}
         findings.append(Finding(
             cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
-            device="cpu", bytes=stats.retained_bytes,
+            device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
-            evidence=tuple(_evidence_lines(cause, stats, sig, last.step - first.step)),
+            evidence=tuple(_evidence_lines(cause, stats, sig, snaps[-2].step, last.step)),
             data=data, fix=fix, confidence="high" if stmt is not None else "medium"))
     memory = [f for f in findings]
     if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":

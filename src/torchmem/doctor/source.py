@@ -288,8 +288,8 @@ def best_statement(statements: list[Statement], want: str = "container",
         if s.kind not in order:
             continue
         score = (
-            -order.index(s.kind),
             0 if s.value in _INITIAL else 1,
+            -order.index(s.kind),
             1 if s.in_loop else 0,
             1 if exact is not None and s.target == exact else 0,
             1 if function is not None and s.function == function else 0,

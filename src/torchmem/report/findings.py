@@ -53,9 +53,9 @@ def headline(capture: Capture) -> str:
 
 def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
     """(text, style) lines of one finding."""
-    measured = f.data.get("snapshot_steps") if isinstance(f.data, dict) else None
-    if measured:
-        steps = int(measured[-1])
+    end = f.data.get("end_step") if isinstance(f.data, dict) else None
+    if end:
+        steps = int(end)
     size = []
     if f.bytes_per_step:
         size.append(f"{format_bytes(f.bytes_per_step)}/step")

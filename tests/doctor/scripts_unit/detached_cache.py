@@ -8,7 +8,7 @@ def main():
     head = nn.Linear(512, 1)
     opt = torch.optim.SGD(list(encoder.parameters()) + list(head.parameters()), lr=0.01)
     memo = {}
-    for step in range(40):
+    for step in range(24):
         x = torch.randn(128, 64)
         feats = encoder(x)
         memo[step] = feats.detach()

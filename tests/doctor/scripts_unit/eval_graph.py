@@ -27,4 +27,4 @@ class Trainer:
 
 
 if __name__ == "__main__":
-    print(f"{Trainer().fit(40):.6f}")
+    print(f"{Trainer().fit(24):.6f}")

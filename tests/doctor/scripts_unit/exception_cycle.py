@@ -21,7 +21,7 @@ def main():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(128, 1024), nn.Tanh())
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for step in range(40):
+    for step in range(24):
         x = torch.randn(64, 128)
         loss, failed = train_step(model, opt, x, step)
     print(f"{loss:.6f} {failed}")

@@ -29,4 +29,4 @@ def train(steps):
 
 
 if __name__ == "__main__":
-    print(f"{train(40):.6f}")
+    print(f"{train(24):.6f}")

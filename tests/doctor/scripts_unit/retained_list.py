@@ -5,7 +5,7 @@ torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 outputs = []
-for step in range(40):
+for step in range(24):
     x = torch.randn(128, 64)
     y = torch.randint(0, 10, (128,))
     logits = model(x)

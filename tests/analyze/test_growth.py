@@ -1,0 +1,96 @@
+"""Growth detection: verdicts on series whose truth is known."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from torchmem.analyze.growth import detect_growth, fit_line, growth_by_device, theil_sen, warmup_steps
+from torchmem.model.capture import StepRecord
+
+
+def series(fn, n=60):
+    return [(i, float(fn(i))) for i in range(1, n + 1)]
+
+
+def test_exact_line_is_growing_with_exact_slope():
+    g = detect_growth(series(lambda i: 10_000_000 + 4096 * i))
+    assert g.verdict == "growing"
+    assert g.bytes_per_step == 4096.0
+    assert g.r2 == 1.0
+    assert g.first_step == warmup_steps(60) + 1 and g.last_step == 60
+    assert g.total_growth == 4096 * (60 - g.first_step)
+
+
+def test_theil_sen_ignores_spikes_that_tilt_least_squares():
+    xs = list(range(40))
+    ys = [1000.0 * x for x in xs]
+    ys[5] += 1e9  # one spike (e.g. a transient buffer at the sampling instant)
+    assert theil_sen(xs, ys) == pytest.approx(1000.0)
+
+
+def test_noisy_flat_series_is_flat():
+    rng = random.Random(0)
+    g = detect_growth(series(lambda i: 1e8 + rng.gauss(0, 50_000)))
+    assert g.verdict == "flat"
+
+
+def test_small_real_leak_under_noise_is_found():
+    rng = random.Random(1)
+    g = detect_growth(series(lambda i: 1e8 + 8192 * i + rng.gauss(0, 2000)))
+    assert g.verdict == "growing"
+    assert 7000 < g.bytes_per_step < 9500
+
+
+def test_rise_then_plateau_is_flat():
+    # optimizer state and warm-up for 15 steps, then nothing more
+    g = detect_growth(series(lambda i: 1e8 + min(i, 15) * 1e6))
+    assert g.verdict == "flat"
+    g = detect_growth(series(lambda i: 1e8 + min(i, 35) * 1e6))  # plateau in the window
+    assert g.verdict == "flat"
+    assert "levelled off" in g.reason
+
+
+def test_garbage_collector_sawtooth_is_not_growth():
+    g = detect_growth(series(lambda i: 1e8 + (i % 10) * 1e6))
+    assert g.verdict != "growing"
+
+
+def test_too_few_steps_is_undecided_and_says_why():
+    g = detect_growth(series(lambda i: 1e6 * i, n=6))
+    assert g.verdict == "undecided"
+    assert "need at least" in g.reason
+
+
+def test_below_floor_is_flat_even_if_perfectly_linear():
+    # a list of Python floats: 8 bytes per step of list storage
+    g = detect_growth(series(lambda i: 1e8 + 8 * i))
+    assert g.verdict == "flat"
+
+
+def test_per_epoch_staircase_is_growth():
+    # 16 MB more every 20 steps (a leak per epoch), with jitter
+    g = detect_growth(series(lambda i: 1e8 + (i // 20) * 16e6 + (i % 3) * 3e6, n=60))
+    assert g.verdict == "growing"
+    assert 0.5e6 < g.bytes_per_step < 1.2e6
+
+
+def test_noise_as_large_as_growth_is_not_growing():
+    rng = random.Random(3)
+    g = detect_growth(series(lambda i: 1e8 + 2048 * i + rng.gauss(0, 400_000)))
+    assert g.verdict in ("undecided", "flat")
+
+
+def test_fit_line_r2_and_noise():
+    f = fit_line([1, 2, 3, 4, 5], [2, 4, 6, 8, 10])
+    assert (f.slope, f.intercept, f.r2, f.noise) == (2.0, 0.0, 1.0, 0.0)
+    with pytest.raises(ValueError):
+        fit_line([1, 2], [1])
+
+
+def test_growth_by_device_reads_every_device():
+    steps = [StepRecord(step=i, time=float(i), used={"cpu": 1000, "cuda:0": 10_000 * i})
+             for i in range(1, 41)]
+    verdicts = {g.device: g.verdict for g in growth_by_device(steps)}
+    assert verdicts == {"cpu": "flat", "cuda:0": "growing"}
