@@ -114,6 +114,7 @@ def census(
         include_graphs=include_graphs,
         gc_collect=gc_collect,
         owner_types=owner_types() if want_owners else frozenset(),
+        frozen_grads=False,  # collect_owned reads every parameter's .grad
     )
     try:
         return _build(found, modules, optimizers, max_other, pin_ratio, pin_min_bytes, t0)
@@ -173,8 +174,11 @@ def _build(
     tensors_seen = len(all_keys) + sum(map(len, more.values()))
 
     keys = list(first)
-    nbytes = list(map(_storage_nbytes, map(storages.__getitem__, first.values())))
-    if all(map(_is_cpu, map(tensors.__getitem__, first.values()))):
+    if len(first) == len(storages):  # every storage seen once: no gather needed
+        nbytes = list(map(_storage_nbytes, storages))
+    else:
+        nbytes = list(map(_storage_nbytes, map(storages.__getitem__, first.values())))
+    if all(map(_is_cpu, tensors)):
         devices: list[Any] = []
         device_set = {torch.device("cpu")}
     else:
@@ -196,14 +200,27 @@ def _build(
             out = out + [v for v in extra if id(v) not in ids]
         return out
 
+    # per-key lookups for the few storages that get Python-level work, memoised
+    sizes: dict[int, int] = {}
+    places: dict[int, Any] = {}
+    only_device = next(iter(device_set)) if len(device_set) == 1 else None
+
     def device_of(key: int) -> Any:
-        return _storage_device(storages[first[key]]) if devices else next(iter(device_set))
+        if only_device is not None:
+            return only_device
+        dev = places.get(key)
+        if dev is None:
+            dev = places[key] = _storage_device(storages[first[key]])
+        return dev
 
     def nbytes_of(key: int) -> int:
-        return int(_storage_nbytes(storages[first[key]]))
+        size = sizes.get(key)
+        if size is None:
+            size = sizes[key] = int(_storage_nbytes(storages[first[key]]))
+        return size
 
     # the few storages that get Python-level work: owned, listed, large enough to pin
-    listed, omitted_n, omitted_b = _select(keys, nbytes, role_of, max_other)
+    listed, omitted_n, omitted_b = _select(keys, nbytes, role_of, max_other, nbytes_of)
     large = [keys[i] for i in compress(range(n), map(le, repeat(pin_min_bytes), nbytes))]
     views: dict[int, list[Tensor]] = {}
     if gc_dups:
@@ -311,7 +328,11 @@ def _groups(
 
 
 def _select(
-    keys: list[int], nbytes: list[int], role_of: dict[int, int], max_other: int | None
+    keys: list[int],
+    nbytes: list[int],
+    role_of: dict[int, int],
+    max_other: int | None,
+    nbytes_of: Any,
 ) -> tuple[list[int], int, int]:
     """(keys to list, ``other`` storages left out, their bytes).
 
@@ -323,7 +344,7 @@ def _select(
     n_other = n - len(owned)
     if max_other is None or n_other <= max_other:
         return owned + list(filterfalse(role_of.__contains__, keys)), 0, 0
-    owned_bytes = sum(nbytes[i] for i in compress(range(n), map(role_of.__contains__, keys)))
+    owned_bytes = sum(map(nbytes_of, owned))
     other_bytes = sum(nbytes) - owned_bytes
     if max_other == 0:
         return owned, n_other, other_bytes

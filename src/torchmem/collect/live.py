@@ -162,7 +162,11 @@ class LiveScan:
 
 
 def _gc_tensors(
-    plain: frozenset[type], special: frozenset[type], owners: frozenset[type], gc_collect: bool
+    plain: frozenset[type],
+    special: frozenset[type],
+    owners: frozenset[type],
+    gc_collect: bool,
+    with_params: bool = True,
 ) -> tuple[list[Tensor], list[Tensor], list[Any], list[Tensor]]:
     """(plain-class tensors, other-class tensors, owners, parameters) among gc objects.
 
@@ -177,22 +181,27 @@ def _gc_tensors(
         cand = list(compress(objs, map(wanted.__contains__, map(type, objs))))
     finally:
         del objs
-    kinds = list(map(type, cand))
-    is_plain = list(map(plain.__contains__, kinds))
+    is_plain = list(map(plain.__contains__, map(type, cand)))
     found = list(compress(cand, is_plain))
     odd: list[Tensor] = []
     others: list[Any] = []
     if len(found) < len(cand):  # owners and tensor subclasses: few, split in Python
         for obj in compress(cand, map(not_, is_plain)):
             (others if type(obj) in owners else odd).append(obj)
-    params_t = {torch.nn.Parameter}.union(c for c in special if issubclass(c, torch.nn.Parameter))
-    params = list(compress(cand, map(params_t.__contains__, kinds)))
-    del cand, kinds, is_plain
+    params: list[Tensor] = []
+    if with_params:
+        kinds = {torch.nn.Parameter}.union(c for c in special if issubclass(c, torch.nn.Parameter))
+        params = list(compress(cand, map(kinds.__contains__, map(type, cand))))
+    del cand, is_plain
     return found, odd, others, params
 
 
 def scan(
-    *, include_graphs: bool = True, gc_collect: bool = False, owner_types: frozenset[type] = frozenset()
+    *,
+    include_graphs: bool = True,
+    gc_collect: bool = False,
+    owner_types: frozenset[type] = frozenset(),
+    frozen_grads: bool = True,
 ) -> LiveScan:
     """Find the live tensors once (see the module docstring for what is found).
 
@@ -201,13 +210,16 @@ def scan(
         gc_collect: run :func:`gc.collect` first, so unreachable cycles are not counted.
         owner_types: also collect the gc-tracked objects of exactly these classes
             (e.g. module and optimizer classes) into ``owners``, in the same pass.
+        frozen_grads: also read ``.grad`` of parameters that no longer require grad
+            (one more pass over the tensors; callers that read the parameters' gradients
+            through their modules can skip it).
 
     Returns:
         A :class:`LiveScan`. It holds tensors: use it and drop it before returning to
         user code.
     """
     plain, special = tensor_types()
-    found, odd, owners, params = _gc_tensors(plain, special, owner_types, gc_collect)
+    found, odd, owners, params = _gc_tensors(plain, special, owner_types, gc_collect, frozen_grads)
     result = LiveScan(owners=owners)
     found, storages, no_storage = _storages(found)
     odd.extend(no_storage)
