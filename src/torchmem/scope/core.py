@@ -33,11 +33,12 @@ operation on it (methods, ``torch.*`` functions, operators, indexing, ``.shape``
 raises :class:`~torchmem.errors.ReleasedTensorError` naming the scope's ``file:line``;
 ``repr()`` prints a placeholder.
 
-Cost (``python benchmarks/scope.py``; 2-core laptop-class CPU, torch 2.13): per aten
-op, about 1-3 us more than no mode at all (a no-op ``TorchDispatchMode`` alone costs
-about 1 us); see ``docs/scopes.md`` for the MLP and LSTM-cell loop ratios. The exit
-walks the autograd graph of kept tensors and of surviving unkept ones (a few us per
-node).
+Cost (``python benchmarks/scope.py --rounds 7 --steps 5``, CPU, torch 2.13, on a
+2-core machine under heavy shared load): a scope adds about 10-35 us per aten op on
+top of what a no-op ``TorchDispatchMode`` costs; around a whole training step, 1.94x
+the bare step on an MLP (no-op mode 1.77x) and 3.58x on an LSTM-cell step of 1167 ops
+(no-op mode 2.28x). The exit walks the autograd graph of kept tensors and of surviving
+unkept ones (a few us per node). See docs/scopes.md.
 
 Known limitations:
     * Tensors built outside the dispatcher are invisible: ``torch.from_numpy``,
