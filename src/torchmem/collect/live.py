@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import not_
+from itertools import compress, repeat
+from operator import is_, not_
 from typing import Any, Iterator
 
 import torch
@@ -106,7 +106,7 @@ def _storages(tensors: list[Tensor]) -> tuple[list[Tensor], list[Any], list[Tens
         return tensors, list(map(_untyped_storage, tensors)), []
     except Exception:  # noqa: BLE001 - a sparse or exotic tensor among them
         pass
-    strided = list(map(torch.strided.__eq__, map(_layout, tensors)))
+    strided = list(map(is_, map(_layout, tensors), repeat(torch.strided)))  # singletons
     dense = list(compress(tensors, strided))
     rest = list(compress(tensors, map(not_, strided)))
     try:
