@@ -24,7 +24,7 @@ def _line_of(marker: str) -> int:
 
 
 def test_released_tensor_error_names_the_scope_location_for_every_kind_of_use() -> None:
-    with torchmem.scope() as s:  # SCOPE-LINE
+    with torchmem.scope():  # SCOPE-LINE
         t = torch.randn(4, 4)
         v = t[1:]
     assert is_released(t) and is_released(v)

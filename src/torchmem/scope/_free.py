@@ -177,4 +177,3 @@ def caller_location(skip_prefix: str = "torchmem") -> str:
             return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return "<unknown>"
-

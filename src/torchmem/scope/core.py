@@ -140,10 +140,7 @@ class Scope:
         return False
 
     # -- public API ------------------------------------------------------------------
-    @overload
-    def keep(self, obj: T) -> T: ...
-
-    def keep(self, obj: Any) -> Any:
+    def keep(self, obj: T) -> T:
         """Mark ``obj``'s tensors as outliving this scope and return ``obj`` unchanged.
 
         Args:
@@ -194,7 +191,8 @@ class Scope:
 
     def __repr__(self) -> str:
         state = "open" if self._open else ("closed" if self._report else "new")
-        return f"<torchmem.Scope {self.name or ''}{' ' if self.name else ''}{state} at {self.location}>"
+        label = f"{self.name} " if self.name else ""
+        return f"<torchmem.Scope {label}{state} at {self.location}>"
 
     # -- the exit ----------------------------------------------------------------------
     def _close(self, error: str | None) -> ScopeReport:

@@ -115,6 +115,7 @@ def check_devices(model: Any = None, *inputs: Any) -> DeviceReport:
     main = max(float_params, key=lambda d: float_params[d]) if float_params else None
     if main is not None:
         for t in ins:
-            if torch.empty(0, dtype=getattr(torch, t.dtype)).is_floating_point() and t.dtype != main:
+            floating = torch.empty(0, dtype=getattr(torch, t.dtype)).is_floating_point()
+            if floating and t.dtype != main:
                 problems.append(f"{t.name} is {t.dtype}; the parameters are {main}")
     return DeviceReport(tuple(placements), devices, tuple(problems))
