@@ -1,0 +1,82 @@
+"""``torchmem report``: render a saved JSON capture again (record once, render many).
+
+``torchmem report FILE.json`` prints the same text report ``torchmem run`` or
+``torchmem doctor`` printed when the capture was recorded. ``--html OUT`` writes the
+self-contained HTML page, ``--json OUT`` writes the capture again (validated and
+normalised to this torchmem's schema). Outputs can be combined; ``--text`` adds the
+text report when a file output is also asked for. Never imports torch, so a capture
+recorded on a GPU machine renders on a laptop.
+
+Exit codes: 0 on success; 2 when the capture is missing, corrupted, truncated, not a
+torchmem capture or written by a newer torchmem, or an output cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from torchmem.errors import InputError, UsageError
+from torchmem.model.capture import Capture
+
+SUMMARY = "render a saved JSON capture as text, HTML or JSON"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises :class:`UsageError` (one line, exit 2) instead of printing usage."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message}", tip=f"run '{self.prog} --help'")
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=prog,
+        description="Render a capture written by 'torchmem run --json' or "
+                    "'torchmem doctor --json' as text (default), HTML or JSON.",
+    )
+    parser.add_argument("capture", metavar="FILE.json", help="a capture written with --json")
+    parser.add_argument("--text", action="store_true",
+                        help="print the text report (the default when no output is given)")
+    parser.add_argument("--html", metavar="OUT", help="write a self-contained HTML page")
+    parser.add_argument("--json", metavar="OUT", help="write the capture again as JSON")
+    parser.add_argument("--width", type=int, metavar="COLUMNS",
+                        help="width of the text report (default: the terminal's)")
+    return parser
+
+
+def main(argv: Sequence[str], prog: str = "torchmem report") -> int:
+    """Render the capture named in ``argv``; return the exit code.
+
+    Raises:
+        UsageError: bad arguments.
+        CaptureError: the capture cannot be read (exit code 2).
+        InputError: an output file cannot be written (exit code 2).
+    """
+    args = build_parser(prog).parse_args(list(argv))
+    if args.width is not None and args.width < 20:
+        raise UsageError(f"--width must be at least 20 columns; got {args.width}")
+    capture = Capture.load(args.capture)
+    text = args.text or not (args.html or args.json)
+    if text:
+        from torchmem.report.terminal import render_capture
+
+        render_capture(capture, file=sys.stdout, width=args.width)
+    if args.html:
+        from torchmem.report.html import write_html
+
+        try:
+            write_html(capture, args.html)
+        except OSError as err:
+            raise InputError(f"cannot write {args.html}: {err.strerror or err}",
+                             tip="choose a writable path for --html") from None
+        print(f"HTML report written to {args.html}", file=sys.stderr)
+    if args.json:
+        try:
+            capture.save(args.json)
+        except OSError as err:
+            raise InputError(f"cannot write {args.json}: {err.strerror or err}",
+                             tip="choose a writable path for --json") from None
+        print(f"capture written to {args.json}", file=sys.stderr)
+    return 0

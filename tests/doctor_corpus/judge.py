@@ -1,0 +1,245 @@
+"""Run ``torchmem doctor`` on the corpus and judge its findings against ``manifest.json``.
+
+Shared by ``tests/doctor/test_corpus.py`` (asserts every script) and
+``benchmarks/doctor_corpus.py`` (prints the table and the totals). The doctor always runs
+through the real command line, in a subprocess, exactly as a user would run it:
+``python -m torchmem doctor --json FILE [doctor_args] script.py [script_args]``.
+
+Matching rules (the manifest's ``about`` field says the same):
+
+* A leaky script is *detected* when some finding carries the expected cause or one of
+  its ``also`` causes. The highest-ranked such finding is the one judged.
+* Its culprit is right when the finding's culprit name equals an accepted name, or
+  extends one with a subscript or attribute (``metrics['confidence']`` for ``metrics``).
+  An empty accepted list means the script has no variable to name (CUDA allocator
+  causes): any culprit passes.
+* Its line is right when the culprit's file is the script and its line is accepted.
+* A healthy script must have no finding at all; any finding is a false alarm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+CORPUS_DIR = Path(__file__).resolve().parent
+MANIFEST = CORPUS_DIR / "manifest.json"
+
+__all__ = ["Entry", "Result", "load_manifest", "run_doctor", "judge", "run_corpus",
+           "cuda_available", "name_matches"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One corpus script and what the doctor is expected to find in it."""
+
+    script: str
+    cause: str
+    culprit: tuple[str, ...] = ()
+    line: tuple[int, ...] = ()
+    also: tuple[str, ...] = ()
+    device: str = "cpu"
+    doctor_args: tuple[str, ...] = ()
+    script_args: tuple[str, ...] = ()
+    what: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.cause == "healthy"
+
+    @property
+    def path(self) -> Path:
+        return CORPUS_DIR / self.script
+
+
+@dataclass
+class Result:
+    """What the doctor reported for one script, and the verdict against the manifest."""
+
+    entry: Entry
+    returncode: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    growth: list[dict[str, Any]] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    capture: dict[str, Any] | None = None
+
+    # -- verdict --------------------------------------------------------------------
+    @property
+    def judged(self) -> dict[str, Any] | None:
+        """The highest-ranked finding with an accepted cause (None if none)."""
+        accepted = {self.entry.cause, *self.entry.also}
+        return next((f for f in self.findings if f.get("cause") in accepted), None)
+
+    @property
+    def detected(self) -> bool:
+        return not self.entry.healthy and self.judged is not None
+
+    @property
+    def false_alarm(self) -> bool:
+        return self.entry.healthy and bool(self.findings)
+
+    @property
+    def found_causes(self) -> list[str]:
+        return [str(f.get("cause")) for f in self.findings]
+
+    @property
+    def found_name(self) -> str | None:
+        finding = self.judged or (self.findings[0] if self.findings else None)
+        culprit = (finding or {}).get("culprit") or {}
+        return culprit.get("name")
+
+    @property
+    def found_line(self) -> str | None:
+        finding = self.judged or (self.findings[0] if self.findings else None)
+        culprit = (finding or {}).get("culprit") or {}
+        if culprit.get("line") is None:
+            return None
+        return f"{Path(culprit.get('file') or '?').name}:{culprit['line']}"
+
+    @property
+    def culprit_ok(self) -> bool:
+        finding = self.judged
+        if finding is None:
+            return False
+        if not self.entry.culprit:
+            return True
+        name = (finding.get("culprit") or {}).get("name")
+        return name_matches(name, self.entry.culprit)
+
+    @property
+    def line_ok(self) -> bool:
+        finding = self.judged
+        if finding is None:
+            return False
+        if not self.entry.line:
+            return True
+        culprit = finding.get("culprit") or {}
+        file = culprit.get("file")
+        if not file or Path(file).name != self.entry.script:
+            return False
+        return culprit.get("line") in self.entry.line
+
+    @property
+    def passed(self) -> bool:
+        if self.error is not None:
+            return False
+        if self.entry.healthy:
+            return not self.findings
+        return self.detected and self.culprit_ok and self.line_ok
+
+    def describe(self) -> str:
+        """A few lines for an assertion message."""
+        lines = [f"{self.entry.script}: expected {self.entry.cause}"
+                 + (f" (or {', '.join(self.entry.also)})" if self.entry.also else "")
+                 + (f", culprit {list(self.entry.culprit)} line {list(self.entry.line)}"
+                    if not self.entry.healthy else "")]
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        for f in self.findings:
+            c = f.get("culprit") or {}
+            lines.append(f"  found {f.get('cause')}: {c.get('name')} at "
+                         f"{Path(c.get('file') or '?').name}:{c.get('line')} "
+                         f"({f.get('bytes_per_step', 0):.0f} B/step)")
+        for g in self.growth:
+            lines.append(f"  growth {g.get('device')}: {g.get('verdict')} - {g.get('reason')}")
+        if not self.findings:
+            lines.append("  found nothing")
+        tail = self.stderr.strip().splitlines()[-3:]
+        if self.error and tail:
+            lines += ["  stderr: " + t for t in tail]
+        return "\n".join(lines)
+
+
+def name_matches(name: str | None, accepted: Iterable[str]) -> bool:
+    """Whether a culprit ``name`` is one of ``accepted`` or extends one (``x[..]``, ``x.a``)."""
+    if not name:
+        return False
+    for want in accepted:
+        if name == want or name.startswith(want + "[") or name.startswith(want + "."):
+            return True
+    return False
+
+
+def load_manifest(path: Path = MANIFEST) -> list[Entry]:
+    """Read the manifest: one :class:`Entry` per script, in file order."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    entries = []
+    for raw in data["scripts"]:
+        entries.append(Entry(
+            script=raw["script"], cause=raw["cause"],
+            culprit=tuple(raw.get("culprit", ())), line=tuple(raw.get("line", ())),
+            also=tuple(raw.get("also", ())), device=raw.get("device", "cpu"),
+            doctor_args=tuple(raw.get("doctor_args", ())),
+            script_args=tuple(raw.get("script_args", ())), what=raw.get("what", ""),
+        ))
+    return entries
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA device is usable (asked in a subprocess-free, import-light way)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def run_doctor(entry: Entry, *, timeout: float = 300.0, extra_args: Iterable[str] = ()) -> Result:
+    """Run ``torchmem doctor`` on one corpus script through the CLI, in a subprocess."""
+    result = Result(entry=entry)
+    with tempfile.TemporaryDirectory(prefix="torchmem-corpus-") as tmp:
+        capture_path = Path(tmp) / "capture.json"
+        cmd = [sys.executable, "-m", "torchmem", "doctor", "--json", str(capture_path),
+               *extra_args, *entry.doctor_args, str(entry.path), *entry.script_args]
+        env = dict(os.environ, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
+        started = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True,
+                                  timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            result.seconds = time.perf_counter() - started
+            result.error = f"timed out after {timeout:.0f} s"
+            return result
+        result.seconds = time.perf_counter() - started
+        result.returncode = proc.returncode
+        result.stdout, result.stderr = proc.stdout, proc.stderr
+        if proc.returncode != 0:
+            result.error = f"exit code {proc.returncode}"
+        if not capture_path.exists():
+            result.error = result.error or "no capture written"
+            return result
+        try:
+            capture = json.loads(capture_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            result.error = f"unreadable capture: {err}"
+            return result
+    result.capture = capture
+    result.findings = list(capture.get("findings") or [])
+    result.growth = list(capture.get("growth") or [])
+    return result
+
+
+def run_corpus(entries: Iterable[Entry], *, jobs: int = 2, timeout: float = 300.0,
+               on_result: Callable[[Result], None] | None = None) -> list[Result]:
+    """Run the doctor on ``entries`` with ``jobs`` scripts at a time; results in input order."""
+    entries = list(entries)
+
+    def one(entry: Entry) -> Result:
+        res = run_doctor(entry, timeout=timeout)
+        if on_result is not None:
+            on_result(res)
+        return res
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, entries))
