@@ -40,6 +40,9 @@ _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]
                    re.IGNORECASE)
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 _RECURSION_LIMIT = 12_000
+#: methods whose ``self.<attr> = ...`` assignments define a class's attribute kinds
+_SETUP_METHODS = frozenset({"__init__", "setup", "configure_model", "build", "_build",
+                            "reset_parameters", "__post_init__"})
 
 
 class LoopState:
@@ -162,17 +165,20 @@ class Context:
         ``F.cross_entropy`` -> ``"torch.nn.functional.cross_entropy"`` after
         ``import torch.nn.functional as F``.
         """
+        if type(node) is ast.Name:
+            return self.imports.get(node.id)  # type: ignore[attr-defined]
+        root = node
+        while type(root) is ast.Attribute:
+            root = root.value  # type: ignore[attr-defined]
+        if type(root) is not ast.Name:
+            return None
+        base = self.imports.get(root.id)  # type: ignore[attr-defined]
+        if base is None:
+            return None
         parts: list[str] = []
         while type(node) is ast.Attribute:
             parts.append(node.attr)  # type: ignore[attr-defined]
             node = node.value  # type: ignore[attr-defined]
-        if type(node) is not ast.Name:
-            return None
-        base = self.imports.get(node.id)  # type: ignore[attr-defined]
-        if base is None:
-            return None
-        if not parts:
-            return base
         parts.append(base)
         return ".".join(reversed(parts))
 
@@ -267,7 +273,10 @@ def _table(rules: list[type[Rule]]) -> tuple[dict[type, list[Callable[..., None]
 
 
 # -- the walker -------------------------------------------------------------------------
-_SKIP_FIELDS = frozenset({"ctx", "type_comment"})
+#: fields that never hold a node worth visiting (operators, contexts, plain values)
+_SKIP_FIELDS = frozenset({"ctx", "type_comment", "op", "ops", "attr", "id", "arg", "kind",
+                          "conversion", "level", "is_async", "simple", "name", "names",
+                          "module", "asname"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -285,32 +294,42 @@ class _Walker:
         self.ctx = ctx
         self.nodes = nodes
         self.hooks = hooks
+        self.expr = self._make_expr()
 
-    # expressions: dispatch every node once, in source order
-    def expr(self, node: ast.AST) -> None:
-        handlers = self.nodes.get(node.__class__)
-        if handlers:
-            for h in handlers:
-                h(node, self.ctx)
-        cls = node.__class__
-        if cls is ast.Name or cls is ast.Constant:
-            return
-        if cls is ast.Lambda:
-            self.expr(node.body)  # type: ignore[attr-defined]
-            return
-        if cls is ast.NamedExpr:
-            self.expr(node.value)  # type: ignore[attr-defined]
-            self.ctx.fn.flow.bind(node.target, self.ctx.kind(node.value))  # type: ignore[attr-defined]
-            return
-        fields = _FIELDS.get(cls) or _fields(cls)
-        for name in fields:
-            value = getattr(node, name)
-            if type(value) is list:
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        self.expr(item)
-            elif isinstance(value, ast.AST):
-                self.expr(value)
+    def _make_expr(self) -> Callable[[ast.AST], None]:
+        """Build the expression visitor as a closure (locals are faster than attributes)."""
+        get_handlers = self.nodes.get
+        ctx = self.ctx
+        fields_of = _FIELDS.get
+        AST, Name, Constant = ast.AST, ast.Name, ast.Constant
+        Lambda, NamedExpr = ast.Lambda, ast.NamedExpr
+
+        def expr(node: ast.AST) -> None:
+            """Dispatch every expression node once, in source order."""
+            cls = node.__class__
+            handlers = get_handlers(cls)
+            if handlers:
+                for h in handlers:
+                    h(node, ctx)
+            if cls is Name or cls is Constant:
+                return
+            if cls is NamedExpr:
+                expr(node.value)  # type: ignore[attr-defined]
+                ctx.fn.flow.bind(node.target, ctx.kind(node.value))  # type: ignore[attr-defined]
+                return
+            if cls is Lambda:
+                expr(node.body)  # type: ignore[attr-defined]
+                return
+            for name in fields_of(cls) or _fields(cls):
+                value = getattr(node, name)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, AST):
+                            expr(item)
+                elif value is not None and isinstance(value, AST):
+                    expr(value)
+
+        return expr
 
     def exprs(self, nodes: Iterable[ast.AST | None]) -> None:
         for node in nodes:
@@ -609,14 +628,15 @@ class _Walker:
         ctx.class_attrs, ctx.in_module_class = saved
 
     def _class_attrs(self, node: ast.ClassDef) -> dict[str, int]:
-        """Kinds of ``self.<attr> = value`` assignments anywhere in the class's methods."""
+        """Kinds of ``self.<attr> = value`` assignments in the class's set-up methods."""
         ctx = self.ctx
         attrs: dict[str, int] = {}
         probe = Flow(ctx, FunctionFacts(), {})
         saved_fn, saved_ng = ctx.fn, ctx.no_grad
         ctx.fn = FunctionState(node, node.name, probe.facts, probe, False, node.name)
         ctx.no_grad = 0
-        stack: list[ast.AST] = [s for s in node.body if type(s) in _FUNC_TYPES]
+        stack: list[ast.AST] = [s for s in node.body if type(s) in _FUNC_TYPES
+                                and s.name in _SETUP_METHODS]  # type: ignore[attr-defined]
         while stack:
             item = stack.pop()
             if type(item) is ast.Assign:

@@ -31,12 +31,17 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 def key_of(node: ast.AST) -> str | None:
     """Dotted key of a name or attribute chain (``self.model.encoder``), else ``None``."""
+    t = type(node)
+    if t is ast.Name:
+        return node.id  # type: ignore[attr-defined,no-any-return]
+    if t is not ast.Attribute:
+        return None
     parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)  # type: ignore[attr-defined]
+        node = node.value  # type: ignore[attr-defined]
+    if type(node) is ast.Name:
+        parts.append(node.id)  # type: ignore[attr-defined]
         return ".".join(reversed(parts))
     return None
 

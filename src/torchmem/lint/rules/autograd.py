@@ -326,7 +326,9 @@ class CheckpointReentrant(Rule):
     fix_safety = "unsafe"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if ctx.qualname(node.func) not in _CHECKPOINT:
+        func = node.func
+        name = func.id if type(func) is ast.Name else getattr(func, "attr", "")
+        if not name.startswith("checkpoint") or ctx.qualname(func) not in _CHECKPOINT:
             return
         for kw in node.keywords:
             if kw.arg is None or kw.arg == "use_reentrant":

@@ -83,7 +83,8 @@ class EmptyCacheInLoop(Rule):
     summary = "torch.cuda.empty_cache() called on every iteration of a per-step loop"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.loops or ctx.qualname(node.func) not in _EMPTY_CACHE:
+        if not ctx.loops or getattr(node.func, "attr", "") != "empty_cache" or \
+                ctx.qualname(node.func) not in _EMPTY_CACHE:
             return
         loop = _step_loop(ctx)
         if loop is None:
@@ -134,7 +135,9 @@ class GcCollectInLoop(Rule):
     summary = "gc.collect() called on every iteration of a per-step loop"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.loops or ctx.qualname(node.func) != "gc.collect":
+        func = node.func
+        name = func.id if type(func) is ast.Name else getattr(func, "attr", "")
+        if not ctx.loops or name != "collect" or ctx.qualname(func) != "gc.collect":
             return
         loop = _step_loop(ctx)
         if loop is None:

@@ -124,7 +124,11 @@ class DataLoaderPinMemory(Rule):
     default_enabled = False
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        qual = ctx.qualname(node.func)
+        func = node.func
+        name = func.id if type(func) is ast.Name else getattr(func, "attr", "")
+        if name != "DataLoader":
+            return
+        qual = ctx.qualname(func)
         if qual is None or not qual.endswith(".DataLoader") or not qual.startswith("torch."):
             return
         if any(kw.arg in ("pin_memory", None) for kw in node.keywords):
