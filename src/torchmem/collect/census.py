@@ -33,7 +33,15 @@ import torch
 from torch import Tensor
 
 from torchmem.collect.graph import storage_key
-from torchmem.collect.live import LiveScan, scan
+from torchmem.collect.live import (
+    LiveScan,
+    _is_cpu,
+    _storage_cdata,
+    _storage_device,
+    _storage_nbytes,
+    _untyped_storage,
+    scan,
+)
 from torchmem.collect.pinning import find_pinned, resolve
 from torchmem.collect.roles import ACTIVATION, OTHER, collect_owned, owner_types
 from torchmem.collect.storage import dtype_name
@@ -42,12 +50,6 @@ from torchmem.model.census import ROLES, Census, PinningView, StorageEntry, Stor
 
 __all__ = ["census"]
 
-_untyped_storage = Tensor.untyped_storage
-_storage_cdata = torch._C.StorageBase._cdata.__get__  # type: ignore[attr-defined]
-_is_cpu = torch._C.TensorBase.is_cpu.__get__  # type: ignore[attr-defined]
-_storage_nbytes = torch._C.StorageBase.nbytes
-_storage_device = torch._C.StorageBase.device.__get__  # type: ignore[attr-defined]
-_view_nbytes = torch._C.TensorBase.nbytes.__get__  # type: ignore[attr-defined]
 _DEVICE_NAMES: dict[torch.device, str] = {}
 
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import is_, not_
-from typing import Any, Iterator
+from operator import attrgetter, is_, methodcaller, not_
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -43,14 +43,36 @@ from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key
 
 __all__ = ["iter_live_tensors", "live_tensor_bytes", "tensor_types", "LiveScan", "scan"]
 
-_untyped_storage = Tensor.untyped_storage
-_requires_grad = Tensor.requires_grad.__get__  # type: ignore[attr-defined]
-_grad_fn = Tensor.grad_fn.__get__  # type: ignore[attr-defined]
-_grad = Tensor.grad.__get__  # type: ignore[attr-defined]
-_storage_nbytes = torch._C.StorageBase.nbytes
-_storage_device = torch._C.StorageBase.device.__get__  # type: ignore[attr-defined]
-_storage_cdata = torch._C.StorageBase._cdata.__get__  # type: ignore[attr-defined]
-_layout = Tensor.layout.__get__  # type: ignore[attr-defined]
+
+
+def _getter(owner: type, name: str) -> Callable[[Any], Any]:
+    """The C getter of attribute ``name`` (skips attribute lookup in ``map``), or an
+    ``attrgetter`` where this torch build defines it elsewhere."""
+    for cls in owner.__mro__:
+        desc = cls.__dict__.get(name)
+        if desc is not None and type(desc).__name__ == "getset_descriptor":
+            return desc.__get__  # type: ignore[no-any-return]
+    return attrgetter(name)
+
+
+def _method(owner: type, name: str) -> Callable[[Any], Any]:
+    for cls in owner.__mro__:
+        desc = cls.__dict__.get(name)
+        if desc is not None and type(desc).__name__ == "method_descriptor":
+            return desc  # type: ignore[no-any-return]
+    return methodcaller(name)
+
+
+_StorageBase: type = getattr(torch._C, "StorageBase", torch.UntypedStorage)
+_untyped_storage = _method(Tensor, "untyped_storage")
+_requires_grad = _getter(Tensor, "requires_grad")
+_grad_fn = _getter(Tensor, "grad_fn")
+_grad = _getter(Tensor, "grad")
+_layout = _getter(Tensor, "layout")
+_is_cpu = _getter(Tensor, "is_cpu")
+_storage_nbytes = _method(_StorageBase, "nbytes")
+_storage_device = _getter(_StorageBase, "device")
+_storage_cdata = _getter(_StorageBase, "_cdata")
 
 #: classes whose instances own no memory of their own (tracing/compile-time tensors)
 _NO_MEMORY_NAMES = frozenset({"FakeTensor", "FunctionalTensor", "FakeTensorWithNoData"})

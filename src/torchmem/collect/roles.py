@@ -20,10 +20,10 @@ import torch
 from torch import Tensor
 
 from torchmem.collect.graph import storage_key
+from torchmem.collect.live import _grad
 
 __all__ = ["subclasses_of", "owner_types", "Owned", "collect_owned", "root_modules"]
 
-_grad = Tensor.grad.__get__  # type: ignore[attr-defined]
 
 PARAMETER, BUFFER, GRADIENT, OPTIMIZER_STATE, ACTIVATION, OTHER = range(6)
 
