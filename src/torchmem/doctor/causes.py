@@ -39,8 +39,10 @@ __all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "MIN_BYTES_PER_
 
 #: retained bytes per step below which a path's growth is ignored
 MIN_BYTES_PER_STEP = 2 * KiB
-#: objects (tensors with graph, hooks, graph nodes) per step below which growth is ignored
+#: graph nodes per step below which a growing graph is ignored
 MIN_COUNT_PER_STEP = 0.5
+#: tensors-with-graph (or hooks) kept per step below which growth is ignored (1 in 20 steps)
+MIN_GRAPHS_PER_STEP = 0.05
 #: tensor bytes found in cyclic garbage at one boundary below which cycles are ignored
 MIN_GARBAGE_BYTES = 64 * KiB
 
@@ -68,6 +70,7 @@ class GradCheck:
     backward_calls: int
     grad_bytes: int
     optimizer_name: str | None = None
+    manual: bool = False  # no optimizer: parameters updated by hand
     file: str | None = None
     line: int | None = None
     code: str | None = None
@@ -107,8 +110,8 @@ def _signals(a: PathStats | None, b: PathStats, steps: int) -> dict[str, float]:
 
 
 def _significant(sig: dict[str, float]) -> bool:
-    return (sig["bytes"] >= MIN_BYTES_PER_STEP or sig["grad_tensors"] >= MIN_COUNT_PER_STEP
-            or sig["hooks"] >= MIN_COUNT_PER_STEP
+    return (sig["bytes"] >= MIN_BYTES_PER_STEP or sig["grad_tensors"] >= MIN_GRAPHS_PER_STEP
+            or sig["hooks"] >= MIN_GRAPHS_PER_STEP
             or (sig["nodes"] >= MIN_COUNT_PER_STEP and sig["bytes"] >= 0))
 
 
@@ -116,28 +119,53 @@ def _score(sig: dict[str, float]) -> float:
     return max(sig["bytes"], 0.0) + 256.0 * max(sig["grad_tensors"] + sig["hooks"] + sig["nodes"], 0.0)
 
 
+def _graphs(sig: dict[str, float]) -> bool:
+    return sig["grad_tensors"] > 0 or sig["nodes"] > 0
+
+
+def _dropped(sig: dict[str, float]) -> bool:
+    return sig["bytes"] < 0 or sig["nodes"] < 0 or sig["grad_tensors"] < 0 or sig["items"] < 0
+
+
+def _path_trend(snaps: Sequence[Snapshot], path: str) -> dict[str, float] | None:
+    """The growth signal of ``path`` if it grows steadily, or grows again after each reset.
+
+    Steady: it grew in the last interval and in the one before. Reset (an accumulator
+    emptied each epoch): it holds autograd graphs, grew in the last interval (or the one
+    before, when the last two snapshots fell on the same phase of the epoch), and an
+    earlier interval shows the drop of a reset.
+    """
+    seq: list[dict[str, float] | None] = []
+    for before, after in zip(snaps, snaps[1:]):
+        a, b = before.paths.get(path), after.paths.get(path)
+        seq.append(_signals(a, b, after.step - before.step) if a is not None and b is not None else None)
+    if not seq or seq[-1] is None:
+        return None
+    last = seq[-1]
+    prev = seq[-2] if len(seq) >= 2 else None
+    drops = [i for i, sg in enumerate(seq) if sg is not None and _dropped(sg)]
+    if _significant(last):
+        if prev is None:
+            return last if snaps[-1].step - snaps[-2].step >= 3 else None
+        if _significant(prev) or (_score(prev) > 0 and _score(prev) >= 0.25 * _score(last)):
+            return dict(last, resets=0.0)
+        if _graphs(last) and drops and any(
+                sg is not None and _significant(sg) and _graphs(sg) for sg in seq[:drops[-1]]):
+            return dict(last, resets=float(len(drops)))
+        return None
+    if (prev is not None and _score(last) == 0 and not _dropped(last) and _significant(prev)
+            and _graphs(prev) and drops and drops[-1] < len(seq) - 2):
+        return dict(prev, resets=float(len(drops)))
+    return None
+
+
 def _growing_paths(snaps: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
-    """Paths that grew in the last interval and (when there is one) the one before."""
-    last, prev = snaps[-1], snaps[-2]
-    older = snaps[-3] if len(snaps) >= 3 else None
+    """Paths that keep growing (see :func:`_path_trend`), with their growth signal."""
     out: dict[str, dict[str, float]] = {}
-    for path, b in last.paths.items():
-        a = prev.paths.get(path)
-        if a is None:
-            continue  # a path that did not exist before is a new variable, not a leak
-        sig = _signals(a, b, last.step - prev.step)
-        if not _significant(sig):
-            continue
-        if older is not None and older.step < prev.step:
-            o = older.paths.get(path)
-            if o is None:
-                continue
-            early = _signals(o, a, prev.step - older.step)
-            if _score(early) <= 0 or not _significant(early) and _score(early) < 0.25 * _score(sig):
-                continue
-        elif last.step - prev.step < 3:
-            continue
-        out[path] = sig
+    for path in snaps[-1].paths:
+        trend = _path_trend(snaps, path)
+        if trend is not None:
+            out[path] = trend
     return out
 
 
@@ -185,10 +213,10 @@ def _kind(stats: PathStats) -> str:
 
 def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
     flags = ev.backward_steps > 0 and (ev.retain_graph_steps + ev.create_graph_steps) >= 0.5 * ev.backward_steps
-    if stats.kind == "hook" or sig["hooks"] >= MIN_COUNT_PER_STEP:
+    if stats.kind == "hook" or sig["hooks"] >= MIN_GRAPHS_PER_STEP:
         return "growing_container"
     pinned_share = stats.pinned_bytes / stats.retained_bytes if stats.retained_bytes else 0.0
-    if sig["grad_tensors"] >= MIN_COUNT_PER_STEP:
+    if sig["grad_tensors"] >= MIN_GRAPHS_PER_STEP:
         if pinned_share >= 0.5:
             return "view_pins_storage"
         if flags:
@@ -196,7 +224,7 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
         if stats.live_nodes and stats.freed_nodes == 0 and stats.saved_bytes > 0:
             return "eval_graph"
         return "retained_graph"
-    if sig["nodes"] >= MIN_COUNT_PER_STEP and sig["tensors"] < MIN_COUNT_PER_STEP:
+    if sig["nodes"] >= MIN_COUNT_PER_STEP and sig["tensors"] <= 0:
         if stats.chain_numel == 1:  # a running scalar sum such as `total += loss`
             return "backward_flags_graph" if flags else "retained_graph"
         return "hidden_state_chain"
@@ -229,6 +257,9 @@ def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_s
                      f"{format_bytes(stats.storage_bytes)} of storage")
     if stats.hooks:
         lines.append(f"{stats.hooks} hooks registered ({sig['hooks']:+.1f} per step)")
+    if sig.get("resets"):
+        lines.append("it is emptied now and then (e.g. each epoch) but grows again after each "
+                     "reset: the peak grows with the epoch length")
     lines.append(f"measured at steps {first_step} and {last_step}: "
                  f"{format_bytes(stats.retained_bytes)} reachable at step {last_step}")
     return lines
@@ -246,7 +277,7 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
         stats, sig = last.paths[path], growing[path]
         cause = _classify(stats, sig, ev)
         want = "hook" if cause == "growing_container" and (stats.kind == "hook" or sig["hooks"] > 0) else (
-            "chain" if cause == "hidden_state_chain" or (sig["tensors"] < MIN_COUNT_PER_STEP and sig["nodes"] > 0) else "container")
+            "chain" if cause == "hidden_state_chain" or (sig["tensors"] <= 0 and sig["nodes"] > 0) else "container")
         stmt = _statement(stats, want)
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
@@ -345,14 +376,17 @@ def _grad_findings(ev: Evidence) -> list[Finding]:
     last = bad[-1]
     name = last.optimizer_name or ""
     culprit = Culprit(name=name or "gradients", kind="local", file=last.file, line=last.line,
-                      code=last.code, type="Optimizer")
+                      code=last.code, type="parameters" if last.manual else "Optimizer")
     evidence = (f"between {len(bad)} of {len(checks)} consecutive optimizer steps the same "
                 f".grad tensors kept accumulating and zero_grad() was never called",
                 "memory does not grow (gradients are summed in place): the updates are wrong, "
                 "each step applies the sum of all gradients so far")
     return [Finding(cause="grad_not_cleared", title=TITLES["grad_not_cleared"], device="cpu",
                     bytes=last.grad_bytes, bytes_per_step=0.0, culprit=culprit,
-                    evidence=evidence, fix=fix_for("grad_not_cleared", name, None),
+                    evidence=evidence,
+                    fix=(f"clear the gradients after each update: `for p in {name}: p.grad = None` "
+                         "(or `p.grad.zero_()`) before the next `backward()`" if last.manual
+                         else fix_for("grad_not_cleared", name, None)),
                     data={"checks": len(checks), "accumulating": len(bad)}, confidence="high")]
 
 

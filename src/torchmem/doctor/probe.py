@@ -46,8 +46,17 @@ __all__ = ["DoctorProbe", "analysis_steps"]
 
 
 def analysis_steps(step: int) -> bool:
-    """True at the steps where the deep analysis runs: 2, 4, 8, 16, ..."""
-    return step >= 2 and (step & (step - 1)) == 0
+    """True at the steps where the deep analysis runs: 2, 3, 4, 6, 8, 12, 16, 24, 32, 48...
+
+    Two per doubling (``2**k`` and ``1.5 * 2**k``), so that snapshots do not all fall on the
+    same phase of an epoch whose length is a power of two.
+    """
+    if step < 2:
+        return False
+    if step & (step - 1) == 0:
+        return True
+    third = step // 3
+    return step % 3 == 0 and third & (third - 1) == 0
 
 
 def _site(frame: FrameType | None) -> tuple[str, int, str] | None:
@@ -90,6 +99,7 @@ class DoctorProbe(Probe):
         self._optimizer_name: str | None = None
         self._last_garbage_step = 0
         self._full_done = False
+        self._manual_update = False
 
     # -- per-step bookkeeping ---------------------------------------------------
     def _reset_step_counters(self) -> None:
@@ -158,7 +168,7 @@ class DoctorProbe(Probe):
         snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file)
         snaps = self.evidence.snapshots
         snaps.append(snap)
-        if len(snaps) > 4:  # the first and the last three are enough
+        if len(snaps) > 12:  # the first and the most recent ones are enough
             del snaps[1]
 
     def _maybe_collect(self, run: Run, step: int) -> None:
@@ -180,20 +190,21 @@ class DoctorProbe(Probe):
         self.evidence.garbage.append(record)
 
     def _params(self, frame: FrameType | None, run: Run) -> None:
+        """Find up to 4 parameters to watch: an optimizer's, else a model's or leaf tensors'."""
         import torch
 
         found: list[Any] = []
+        fallback: list[tuple[str, Any]] = []
         for f in frame_chain(frame, run.frames.is_user_file):
-            spaces: list[tuple[str, Any]] = []
             if f.f_code.co_name == "<module>":
                 spaces = list(f.f_globals.items())
             else:
-                spaces = [(k, v) for k, v in f.f_locals.items()]
+                spaces = list(f.f_locals.items())
                 if sys.version_info < (3, 13):
                     f.f_locals.clear()
             for name, value in spaces:
                 objs = [(name, value)]
-                if hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType)):
+                if hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, torch.Tensor)):
                     try:
                         objs += [(f"{name}.{k}", v) for k, v in vars(value).items()]
                     except TypeError:
@@ -204,9 +215,22 @@ class DoctorProbe(Probe):
                             self._optimizer_name = path
                         for group in obj.param_groups:
                             found.extend(group.get("params", ()))
+                    elif isinstance(obj, torch.nn.Module):
+                        fallback.extend((path, p) for p in obj.parameters())
+                    elif isinstance(obj, (list, tuple)) and obj and all(
+                            isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad for t in obj):
+                        fallback.extend((path, t) for t in obj)
+                    elif isinstance(obj, dict) and obj and all(
+                            isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad for t in obj.values()):
+                        fallback.extend((path, t) for t in obj.values())
             spaces.clear()
             if found:
                 break
+        if not found and fallback:
+            self._optimizer_name = self._optimizer_name or fallback[0][0]
+            self._manual_update = True
+            found = [t for _, t in fallback]
+        fallback.clear()
         params = [p for p in found if getattr(p, "requires_grad", False)][:4]
         self._grad_refs = [weakref.ref(p) for p in params]
 
@@ -243,6 +267,7 @@ class DoctorProbe(Probe):
                 grad_bytes += p.grad.numel() * p.grad.element_size()
         self.evidence.grad_checks.append(GradCheck(
             step=step, accumulated=same and only_backward, zero_grad_calls=zero,
+            manual=self._manual_update,
             backward_calls=backward, grad_bytes=grad_bytes, optimizer_name=self._optimizer_name,
             file=site[0] if site else None, line=site[1] if site else None,
             code=site[2] if site else None))
