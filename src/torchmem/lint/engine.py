@@ -360,9 +360,10 @@ class _Walker:
                 if type(target) is ast.Attribute and target.attr == "requires_grad":
                     self._requires_grad(target.value, node.value)  # type: ignore[attr-defined]
                     continue
-                if type(node.value) is ast.Tuple and type(target) is ast.Tuple and len(
-                        target.elts) == len(node.value.elts):  # type: ignore[attr-defined]
-                    for t, v in zip(target.elts, node.value.elts):  # type: ignore[attr-defined]
+                value = node.value  # type: ignore[attr-defined]
+                if isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple) and len(
+                        target.elts) == len(value.elts):
+                    for t, v in zip(target.elts, value.elts):
                         flow.bind(t, flow.kind(v))
                 else:
                     flow.bind(target, kind)

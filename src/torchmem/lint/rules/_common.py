@@ -42,10 +42,10 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
     non-constant key), ``acc = torch.cat([acc, v])``.
     """
     t = type(node)
-    if t is ast.Call:
-        func = node.func  # type: ignore[attr-defined]
+    if isinstance(node, ast.Call):
+        func = node.func
         if type(func) is ast.Attribute and func.attr in _ACC_METHODS and node.args \
-                and len(node.args) <= 2:  # type: ignore[attr-defined]
+                and len(node.args) <= 2:
             recv = func.value
             while type(recv) is ast.Subscript:  # metrics["loss"].append(v): the dict persists
                 recv = recv.value

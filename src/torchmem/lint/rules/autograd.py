@@ -179,7 +179,7 @@ class DeprecatedStorage(Rule):
 class _SafeStorageFix(DeprecatedStorage):
     """Same rule; the result is used only where both storages agree, so the fix is safe."""
 
-    fix_safety = "safe"
+    fix_safety = "safe"  # type: ignore[assignment]
 
 
 _FROZEN_COPY = re.compile(r"(ema|shadow|target|teacher|momentum|avg|average|swa|frozen|copy)",

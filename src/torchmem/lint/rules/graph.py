@@ -516,8 +516,9 @@ class RetainGraphInLoop(Rule):
         if len(calls) > 1 and not (last is node and flag.arg == "retain_graph"):
             return  # an earlier backward keeps the graph for a later one: needed
         if type(func) is ast.Attribute and func.attr == "backward":
-            root: ast.AST = node.args[0] if (node.args and key_of(func.value) and key_of(
-                func.value).rpartition(".")[2] in ("accelerator", "fabric", "scaler")) else func.value
+            recv = key_of(func.value) or ""
+            root: ast.AST = node.args[0] if (node.args and recv.rpartition(".")[2] in (
+                "accelerator", "fabric", "scaler")) else func.value
         else:
             root = node.args[0] if node.args else node
         computed = {k for k, v in loop.facts.assigns if v is not None}

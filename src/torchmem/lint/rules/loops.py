@@ -264,13 +264,12 @@ def _invariant(node: ast.AST, assigned: set[str]) -> bool:
     """Whether ``node`` is built only from constants and names the loop never re-binds."""
     for sub in ast.walk(node):
         t = type(sub)
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr == "device":
+            continue
         if t is ast.Call or t is ast.Subscript or t is ast.Starred:
-            if t is ast.Call and isinstance(sub.func, ast.Attribute) and sub.func.attr == "device":
-                continue
             return False
         if (t is ast.Name or t is ast.Attribute) and key_of(sub) in assigned:
-            return False
-        if t is ast.Name and sub.id in ("len",):
             return False
     return True
 
@@ -348,15 +347,14 @@ class BufferAllocInLoop(Rule):
         if not all(_invariant(a, assigned) for a in call.args) or not all(
                 _invariant(kw.value, assigned) for kw in call.keywords):
             return
-        dims = call.args[0].elts if len(call.args) == 1 and type(call.args[0]) in (
-            ast.Tuple, ast.List) else call.args
-        if last_name(qual) == "full":
-            dims = call.args[0].elts if call.args and type(call.args[0]) in (
-                ast.Tuple, ast.List) else call.args[:1]
+        first = call.args[0]
+        dims: list[ast.expr] = list(first.elts) if isinstance(first, (ast.Tuple, ast.List)) \
+            else (call.args[:1] if last_name(qual) == "full" else list(call.args))
         if all(isinstance(d, ast.Constant) and isinstance(d.value, int) for d in dims):
             size = 1
             for d in dims:
-                size *= d.value  # type: ignore[attr-defined]
+                assert isinstance(d, ast.Constant)
+                size *= int(d.value)  # type: ignore[arg-type]
             if size < _TINY:
                 return  # a handful of elements: not worth a buffer
         ctx.report(self, call, (

@@ -134,7 +134,7 @@ class DataLoaderPinMemory(Rule):
         if any(kw.arg in ("pin_memory", None) for kw in node.keywords):
             return
         node_fn = ctx.fn.node
-        if hasattr(node_fn, "end_lineno") and node_fn.end_lineno:  # the enclosing function
+        if isinstance(node_fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and node_fn.end_lineno:
             src = "\n".join(ctx.lines()[node_fn.lineno - 1:node_fn.end_lineno])
         else:
             src = ctx.source

@@ -70,8 +70,8 @@ class MissingZeroGrad(Rule):
                if not (getattr(call.func, "attr", "") == "step"
                        and getattr(getattr(call.func, "value", None), "id", "") == "scaler")):
             return  # optimizer.step(closure)
-        for call in facts.step_calls:
-            recv = getattr(call.func, "value", None)
+        for step in facts.step_calls:
+            recv = getattr(step.func, "value", None)
             key = key_of(recv) if recv is not None else None
             if key and facts.resets(key):
                 return  # a new optimizer every iteration starts from fresh gradients
