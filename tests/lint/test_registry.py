@@ -139,3 +139,14 @@ def test_leaf_inplace_really_raises():
         w.add_(1.0)
     with torch.no_grad():
         w.add_(1.0)
+
+
+def test_docstring_examples_of_the_engine_modules():
+    import doctest
+
+    import torchmem.lint
+    from torchmem.lint import docs, engine, registry, violation
+
+    for module in (torchmem.lint, violation, engine, registry, docs):
+        result = doctest.testmod(module)
+        assert result.failed == 0, module.__name__
