@@ -47,6 +47,10 @@ _ALWAYS_NEW = {
 }
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+
+
 class _StorageRef(weakref.ref):  # type: ignore[type-arg]
     __slots__ = ("key", "nbytes", "dev")
 
@@ -137,14 +141,15 @@ class _Mode(TorchDispatchMode):
             key = st._cdata
             if key in engine._refs:
                 return out
-            if kind == _NEW:
+            # a storage only this output (and our `st`) references cannot be an input's
+            if kind == _NEW and (_use_count is None or _use_count(key) > 2):
                 for a in args:
                     if isinstance(a, torch.Tensor):
                         if _key(a) == key:
                             return out
                     elif isinstance(a, (list, tuple)) and key in engine._input_keys(a, None):
                         return out
-            engine._add(st, key)
+            engine._add(st, key, out)
         else:
             engine._after(kind == _FRESH, args, kwargs, out, None)
         return out
@@ -298,8 +303,11 @@ class Engine:
                     keys.add(int(item._cdata))
         return keys
 
-    def _add(self, st: Any, key: int) -> None:
-        dev = st.device.type
+    def _add(self, st: Any, key: int, t: torch.Tensor | None = None) -> None:
+        if t is not None and type(t) in _PLAIN:  # a plain tensor's storage is on its device
+            dev = "cpu" if t.is_cpu else st.device.type
+        else:
+            dev = st.device.type  # subclasses: FakeTensor says "cpu", its storage is meta
         if dev not in self._users:
             return  # meta/fake storages, or a device no tracker asked for
         n = int(st.nbytes())
