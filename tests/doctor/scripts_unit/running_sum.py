@@ -12,4 +12,4 @@ for step in range(24):
     loss.backward()
     opt.step()
     total += loss
-print(f"{float(total):.6f}")
+print(f"{total.item():.6f}")

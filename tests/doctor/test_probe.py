@@ -1,0 +1,138 @@
+"""The doctor end to end on small scripts: cause, culprit and line; quiet on healthy ones.
+
+Each script in ``scripts_unit/`` runs in-process under :func:`run_script` with a
+:class:`DoctorProbe`, exactly as ``torchmem doctor`` runs it.
+"""
+
+from __future__ import annotations
+
+import gc
+import textwrap
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+
+from torchmem.doctor.probe import DoctorProbe, analysis_steps
+from torchmem.doctor.runner import Target, run_script
+
+SCRIPTS = Path(__file__).parent / "scripts_unit"
+
+
+def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[DoctorProbe, object]:
+    probe = DoctorProbe(census_at_end=False)
+    result = run_script(Target(path=str(path), args=list(args)), [probe], monitor_interval=None,
+                        max_steps=max_steps)
+    return probe, result
+
+
+@pytest.mark.parametrize("script, cause, culprit, line", [
+    ("retained_list.py", "retained_graph", "outputs", 16),
+    ("running_sum.py", "retained_graph", "total", 14),
+    ("hidden_chain.py", "hidden_state_chain", "state", 23),
+    ("eval_graph.py", "eval_graph", "self.predictions", 15),
+    ("view_pins.py", "view_pins_storage", "firsts", 14),
+    ("detached_cache.py", "growing_container", "memo", 14),
+    ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
+    ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
+    ("cycle_closure.py", "reference_cycle", None, 8),
+    ("exception_cycle.py", "reference_cycle", None, 12),
+])
+def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
+    probe, result = doctor(SCRIPTS / script)
+    assert result.exit_code == 0, result.error
+    assert probe.findings, f"no finding for {script}; growth {probe.growth}"
+    top = probe.findings[0]
+    assert top.cause == cause
+    if culprit is not None:
+        assert top.culprit.name == culprit
+    assert top.culprit.line == line
+    assert top.fix
+    assert not result.notes, result.notes  # no probe errors
+
+
+@pytest.mark.parametrize("script", ["healthy_plateau.py", "healthy_accum.py"])
+def test_healthy_scripts_have_no_findings(script, capsys):
+    probe, result = doctor(SCRIPTS / script)
+    assert result.exit_code == 0
+    assert probe.findings == []
+    assert all(g.verdict != "growing" for g in probe.growth)
+
+
+def test_bytes_are_exact_for_kept_views(capsys):
+    probe, _ = doctor(SCRIPTS / "view_pins.py")
+    f = probe.findings[0]
+    # each kept view pins its whole 512x256 float32 batch
+    per_item = 512 * 256 * 4
+    assert f.data["storage_bytes"] == f.data["items"] * per_item
+    assert f.data["used_bytes"] == f.data["items"] * 4 * 4
+
+
+def test_script_output_is_unchanged_and_tensors_die(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import sys, weakref, torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(32, 4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        keep = []
+        refs = sys.modules["tm_refs"] = []
+        for i in range(20):
+            x = torch.randn(64, 32)
+            loss = model(x).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+            keep.append(loss)
+            refs.append(weakref.ref(x))
+            print(f"{loss.item():.10f}")
+    """), encoding="utf-8")
+    import runpy
+    import sys
+
+    runpy.run_path(str(script), run_name="__main__")
+    plain = capsys.readouterr().out
+    sys.modules.pop("tm_refs", None)
+    probe, result = doctor(script)
+    out = capsys.readouterr().out
+    assert out == plain
+    refs = sys.modules.pop("tm_refs")
+    del result
+    gc.collect()
+    assert all(r() is None for r in refs)  # nothing of the script survives the run
+    assert probe.findings and probe.findings[0].culprit.name == "keep"
+
+
+def test_findings_after_an_out_of_memory_error(tmp_path, capsys):
+    script = tmp_path / "oom.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(64, 64)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        history = []
+        for i in range(40):
+            out = model(torch.randn(256, 64))
+            loss = out.pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+            history.append(out)
+            if i == 30:
+                raise MemoryError("simulated allocation failure")
+    """), encoding="utf-8")
+    probe = DoctorProbe(census_at_end=True)
+    result = run_script(Target(path=str(script)), [probe], monitor_interval=None)
+    assert result.outcome == "oom" and result.exit_code == 1
+    assert probe.findings[0].cause == "retained_graph"
+    assert probe.findings[0].culprit.name == "history"
+    assert probe.census is not None and probe.census.total_bytes > 0
+
+
+def test_max_steps_analyses_the_last_step(capsys):
+    probe, result = doctor(SCRIPTS / "detached_cache.py", max_steps=20)
+    assert result.outcome == "max_steps"
+    assert probe.evidence.snapshots[-1].step == 20
+    assert probe.findings[0].cause == "growing_container"
+
+
+def test_analysis_schedule_is_sparse():
+    steps = [s for s in range(1, 10_001) if analysis_steps(s)]
+    assert steps[:8] == [2, 3, 4, 6, 8, 12, 16, 24]
+    assert len(steps) <= 26
