@@ -6,12 +6,13 @@ classifies each storage (:mod:`torchmem.collect.roles`) and finds views that pin
 larger storage. It returns a :class:`~torchmem.model.census.Census` of plain data and
 holds none of the user's tensors afterwards.
 
-Cost: O(O) for the gc scan over all O gc-tracked objects plus O(T) C-level passes over
-the T live tensors (~0.4-0.6 us per tensor in total), O(S) for the S storages of
-known owners (modules, optimizers, graphs: a few us each), and O(N) per autograd node
-walked. Per-tensor work is done with ``map`` over C functions, not Python loops;
-only owner-held, listed and pinning candidate storages get Python-level attention.
-Measured by ``benchmarks/census.py`` (see ``docs/census.md``).
+Cost: O(O + T + S + N): one gc scan over all O gc-tracked objects (~0.25 us each), about
+ten C-level passes over the T live tensors (~1 us per tensor in total), a few us for
+each of the S storages that get Python-level work (owned by a module, optimizer or
+graph; listed; at least ``pin_min_bytes`` large) and 2-5 us per autograd node walked
+(figures from a shared 2-core machine). Per-tensor work is ``map``/``compress`` over C
+functions, never a Python loop. Measured by ``benchmarks/census.py``
+(see ``docs/census.md``). Memory held during the call: a few lists of length T.
 
 Known limitations:
     * The live-tensor limits of :mod:`torchmem.collect.live` apply (tensors only C++
