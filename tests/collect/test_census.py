@@ -250,3 +250,65 @@ def test_record_totals_without_groups() -> None:
     assert c.total_bytes == 140 and c.top(1) == (e1,) and c.top(5, role="other") == (e2,)
     g = Census(storages=(e1,), groups=(StorageGroup("parameter", "cpu", 3, 300),))
     assert g.total_bytes == 300  # groups are exact even when storages are truncated
+
+
+def test_without_graphs_saved_outputs_are_not_counted() -> None:
+    w = torch.randn(256, requires_grad=True)
+    out = (w * 2).exp().sum()  # exp saves its 1024-byte result; Python never saw it
+    (key,) = [k for k, n in walk([out]).saved.items() if n == 1024]
+    assert by_key(torchmem.census(max_other=None))[key].role == "activation"
+    assert key not in by_key(torchmem.census(include_graphs=False, max_other=None))
+    del out
+
+
+def test_sparse_and_subclass_tensors_are_counted() -> None:
+    class Tagged(torch.Tensor):
+        pass
+
+    sp = torch.zeros(50, 50)
+    sp[1, 2] = 1.0
+    sp = sp.to_sparse()  # one float32 value, 2x1 int64 indices
+    tagged = torch.zeros(300).as_subclass(Tagged)
+    entries = by_key(torchmem.census(max_other=None))
+    assert entries[storage_key(sp._values())].nbytes == 4
+    assert entries[storage_key(sp._indices())].nbytes == 16
+    assert entries[storage_key(tagged)].nbytes == 1200
+    del sp, tagged
+
+
+@pytest.mark.cuda
+def test_cuda_census_matches_allocator() -> None:
+    torch.cuda.synchronize()
+    before = torchmem.census().bytes_by_device().get("cuda:0", 0)
+    base = torch.cuda.memory_allocated()
+    model = nn.Linear(1024, 1024).cuda()  # 4 MiB weight + 4 KiB bias
+    c = torchmem.census()
+    assert c.bytes_by_device()["cuda:0"] - before == 1024 * 1024 * 4 + 4096
+    assert torch.cuda.memory_allocated() - base == 1024 * 1024 * 4 + 4096
+    assert by_key(c)[storage_key(model.weight)].device == "cuda:0"
+
+
+def test_groups_split_by_device_and_role() -> None:
+    """The multi-device totals, exercised on CPU with device objects alone."""
+    from torchmem.collect.census import _groups
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda:0")
+    keys = [10, 11, 12, 13, 14]
+    nbytes = [100, 200, 300, 400, 500]
+    devices = [cpu, gpu, gpu, cpu, gpu]
+    role_of = {11: 0, 13: 2}  # key 11: parameter on the GPU, key 13: gradient on the CPU
+    pos = {k: i for i, k in enumerate(keys)}
+    groups = _groups(
+        nbytes, devices, {cpu, gpu}, role_of,
+        lambda k: devices[pos[k]], lambda k: nbytes[pos[k]],
+    )
+    cells = {(g.role, g.device): (g.storages, g.nbytes) for g in groups}
+    assert cells == {
+        ("parameter", "cuda:0"): (1, 200),
+        ("gradient", "cpu"): (1, 400),
+        ("other", "cpu"): (1, 100),
+        ("other", "cuda:0"): (2, 800),
+    }
+    c = Census(groups=groups)
+    assert c.bytes_by_device() == {"cpu": 500, "cuda:0": 1000}
+    assert c.bytes_by_role()["other"] == 900
