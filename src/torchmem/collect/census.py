@@ -228,11 +228,9 @@ def _build(
     views: dict[int, list[Tensor]] = {}
     if gc_dups:
         need = set(listed).union(large)
-        hit = list(map(need.__contains__, all_keys))
-        for key, t in zip(compress(all_keys, hit), compress(tensors, hit)):
-            views.setdefault(key, []).append(t)
-        del hit, need
-        t = None
+        for i in compress(range(len(all_keys)), map(need.__contains__, all_keys)):
+            views.setdefault(all_keys[i], []).append(tensors[i])
+        del need
 
     groups = _groups(nbytes, devices, device_set, role_of, device_of, nbytes_of)
     entries = []
