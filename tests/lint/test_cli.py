@@ -177,3 +177,10 @@ def test_diff_names_files_that_could_not_be_linted_on_stderr(project, capsys):
     code, out, err = cli(capsys, ".", "--isolated", "--diff")
     assert code == 1 and out == ""
     assert "broken.py:1:" in err and "E999" in err
+
+
+def test_unwritable_output_file_is_a_usage_error_before_any_fix(project, capsys):
+    code, _, err = cli(capsys, ".", "--isolated", "--fix", "--unsafe-fixes",
+                       "-o", str(project / "no" / "such" / "dir" / "out.txt"))
+    assert code == 2 and "--output-file" in err
+    assert (project / "train.py").read_text() == TRAIN  # nothing was fixed

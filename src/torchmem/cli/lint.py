@@ -165,26 +165,32 @@ def main(argv: Sequence[str] | None = None, prog: str = "torchmem lint") -> int:
         select=args.select, extend_select=args.extend_select, ignore=args.ignore,
         exclude=args.exclude, respect_gitignore=False if args.no_respect_gitignore else None)
 
-    fixed_text: str | None = None
-    result: LintResult
-    if stdin:
-        result, fixed_text = _lint_stdin(args, config)
-    else:
-        result = lint_paths(paths, config=config, jobs=args.jobs, fix=args.fix,
-                            unsafe_fixes=args.unsafe_fixes, diff=args.diff)
-
-    if not stdin and result.files == 0 and not result.errors:
-        sys.stderr.write(f"{prog}: warning: no Python files found under "
-                         f"{', '.join(paths)}\n")
     out: TextIO = sys.stdout
     handle = None
-    if args.output_file:
+    if args.output_file:  # before linting: a bad path must not cost a run (or a --fix)
         try:
-            handle = open(args.output_file, "w", encoding="utf-8")
+            handle = open(args.output_file, "w", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
             raise UsageError(f"--output-file: cannot write {args.output_file!r}; "
                              f"{exc.strerror or exc}") from None
         out = handle
+
+    fixed_text: str | None = None
+    result: LintResult
+    try:
+        if stdin:
+            result, fixed_text = _lint_stdin(args, config)
+        else:
+            result = lint_paths(paths, config=config, jobs=args.jobs, fix=args.fix,
+                                unsafe_fixes=args.unsafe_fixes, diff=args.diff)
+    except BaseException:
+        if handle is not None:
+            handle.close()
+        raise
+
+    if not stdin and result.files == 0 and not result.errors:
+        sys.stderr.write(f"{prog}: warning: no Python files found under "
+                         f"{', '.join(paths)}\n")
     try:
         code = _render(args, result, out, fixed_text)
     finally:
