@@ -184,3 +184,15 @@ def test_unwritable_output_file_is_a_usage_error_before_any_fix(project, capsys)
                        "-o", str(project / "no" / "such" / "dir" / "out.txt"))
     assert code == 2 and "--output-file" in err
     assert (project / "train.py").read_text() == TRAIN  # nothing was fixed
+
+
+def test_pre_commit_hooks_run_torchmem_lint_on_python_files():
+    yaml = pytest.importorskip("yaml")
+    root = Path(__file__).resolve().parents[2]
+    hooks = {h["id"]: h for h in yaml.safe_load((root / ".pre-commit-hooks.yaml").read_text())}
+    assert hooks["torchmem-lint"]["entry"] == "torchmem lint"
+    assert hooks["torchmem-lint-fix"]["entry"] == "torchmem lint --fix"
+    for hook in hooks.values():
+        assert hook["language"] == "python" and hook["types"] == ["python"]
+        # pre-commit appends file names: the entry must accept explicit files
+        assert hook["entry"].split()[:2] == ["torchmem", "lint"]
