@@ -233,11 +233,11 @@ def test_tiny_detached_scalars_and_float_lists_are_quiet():
 
 
 def test_reference_cycle_and_grad_findings():
-    anchors = [("closure Step.<lambda> (captures self)", "t.py", 8, "self.cb = lambda: self.out")]
+    anchors = [("closure Step.<lambda> (captures self)", "self.cb", "t.py", 8, "self.cb = lambda: self.out")]
     ev = Evidence(garbage=[GarbageRecord(8, 4, 30, 4 << 20, 4 << 20, anchors),
                            GarbageRecord(16, 8, 60, 8 << 20, 8 << 20, anchors)], steps=16)
     (f,) = diagnose(ev)
-    assert f.cause == "reference_cycle" and f.culprit.line == 8
+    assert f.cause == "reference_cycle" and f.culprit.line == 8 and f.culprit.name == "self.cb"
     assert f.bytes_per_step == pytest.approx((12 << 20) / 12)
     checks = [GradCheck(step=s, accumulated=True, zero_grad_calls=0, backward_calls=1, grad_bytes=100,
                         optimizer_name="opt", file="t.py", line=12, code="opt.step()") for s in range(4)]

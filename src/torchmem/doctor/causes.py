@@ -56,8 +56,8 @@ class GarbageRecord:
     objects: int
     tensor_bytes: int
     freed_heap: int
-    anchors: list[tuple[str, str | None, int | None, str | None]] = field(default_factory=list)
-    # (description, file, line, code) of user objects in the garbage: closures, frames...
+    anchors: list[tuple[str, str, str | None, int | None, str | None]] = field(default_factory=list)
+    # (description, culprit name, file, line, code) of user objects in the garbage
 
 
 @dataclass
@@ -337,10 +337,10 @@ def _cycle_findings(ev: Evidence) -> list[Finding]:
         return []
     last = hits[-1]
     per_step = sum(g.tensor_bytes for g in hits) / max(sum(g.steps_since for g in hits), 1)
-    anchor = next((a for a in last.anchors if a[1]), last.anchors[0] if last.anchors else None)
+    anchor = next((a for a in last.anchors if a[3]), last.anchors[0] if last.anchors else None)
     culprit = None
     if anchor is not None:
-        culprit = Culprit(name=anchor[0], kind="cycle", file=anchor[1], line=anchor[2], code=anchor[3])
+        culprit = Culprit(name=anchor[1], kind="cycle", file=anchor[2], line=anchor[3], code=anchor[4])
     evidence = [f"a collection at step {g.step} freed {g.objects} unreachable objects holding "
                 f"{format_bytes(g.tensor_bytes)} of tensors ({g.steps_since} steps since the "
                 f"previous one)" for g in hits[-2:]]
@@ -363,7 +363,7 @@ def _cycle_findings(ev: Evidence) -> list[Finding]:
                     evidence=tuple(evidence), fix=fix,
                     data={"garbage_objects": last.objects, "garbage_tensor_bytes": last.tensor_bytes,
                           "freed_heap": last.freed_heap},
-                    confidence="high" if culprit and culprit.file else "medium")]
+                    confidence="high" if culprit and culprit.line else "medium")]
 
 
 def _grad_findings(ev: Evidence) -> list[Finding]:

@@ -37,21 +37,61 @@ from torchmem.doctor.causes import GarbageRecord
 
 __all__ = ["inspect_garbage"]
 
-Anchor = tuple[str, str | None, int | None, str | None]
+#: (description, culprit name as written, file, line, code)
+Anchor = tuple[str, str, str | None, int | None, str | None]
 _BORING = frozenset({dict, list, tuple, set, frozenset, types.FrameType, types.CodeType,
                      types.CellType, types.MethodType, types.TracebackType, types.ModuleType,
                      weakref.ref, type})
 
 
+def _closure_name(obj: types.FunctionType, code_line: str) -> str:
+    head = code_line.split("lambda", 1)[0] if "lambda" in code_line else ""
+    if "=" in head and "==" not in head:
+        target = head.split("=", 1)[0].strip()
+        if target.replace(".", "").replace("_", "").isalnum():
+            return target
+    return obj.__name__ if obj.__name__ != "<lambda>" else obj.__qualname__
+
+
+def _back_reference(obj: Any) -> str | None:
+    """The attribute of ``obj`` through which it reaches itself again (the cycle's edge)."""
+    try:
+        attrs = vars(obj)
+    except TypeError:
+        return None
+    for name, value in attrs.items():
+        stack, seen = [value], set()
+        while stack and len(seen) < 300:
+            o = stack.pop()
+            if o is obj:
+                return name
+            if id(o) in seen or isinstance(o, (str, bytes, int, float, torch.Tensor)):
+                continue
+            seen.add(id(o))
+            if isinstance(o, (list, tuple, set, frozenset)):
+                stack.extend(o)
+            elif isinstance(o, dict):
+                stack.extend(o.values())
+            elif hasattr(o, "__dict__") and not isinstance(o, (type, types.ModuleType)):
+                try:
+                    stack.extend(vars(o).values())
+                except TypeError:
+                    pass
+    return None
+
+
 def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
+    from torchmem.doctor.source import best_statement, find_statements
+
     kind = type(obj)
     if kind is types.FunctionType:
         code = obj.__code__
         if not is_user(code.co_filename) or not code.co_freevars:
             return None
         line = code.co_firstlineno
+        text = linecache.getline(code.co_filename, line).strip()
         return (f"closure {obj.__qualname__} (captures {', '.join(code.co_freevars)})",
-                code.co_filename, line, linecache.getline(code.co_filename, line).strip())
+                _closure_name(obj, text), code.co_filename, line, text)
     if issubclass(kind, BaseException):
         tb = obj.__traceback__
         frame = None
@@ -70,23 +110,28 @@ def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
             if is_user(f.f_code.co_filename) and f.f_code.co_name != "<module>":
                 holder = next((k for k, v in f.f_locals.items() if v is obj), None)
                 if holder is not None:
-                    from torchmem.doctor.source import best_statement, find_statements
-
                     found = [s for s in find_statements(holder, [f.f_code.co_filename])
                              if s.function == f.f_code.co_name]
                     stmt = best_statement(found, "chain")
                     if stmt is not None:
-                        return (f"exception {type(obj).__name__} kept in `{holder}` with its "
-                                f"traceback (frames of {f.f_code.co_name}())", stmt.file,
+                        return (f"exception {kind.__name__} kept in `{holder}` with its "
+                                f"traceback (frames of {f.f_code.co_name}())", holder, stmt.file,
                                 stmt.line, stmt.code)
             tb = tb.tb_next
-        return (f"exception {type(obj).__name__} kept with its traceback "
-                f"(frames of {frame.f_code.co_name}())", file, frame.f_lineno,
+        return (f"exception {kind.__name__} kept with its traceback "
+                f"(frames of {frame.f_code.co_name}())", kind.__name__, file, frame.f_lineno,
                 linecache.getline(file, frame.f_lineno).strip())
     module = sys.modules.get(getattr(kind, "__module__", "") or "")
     file = getattr(module, "__file__", None)
     if file and is_user(file):
-        return (f"{kind.__qualname__} object in a reference cycle", file, None, None)
+        attr = _back_reference(obj)
+        if attr is not None:
+            stmt = best_statement(find_statements(f"self.{attr}", [file]), "container")
+            return (f"{kind.__qualname__} object whose `.{attr}` leads back to it",
+                    f"{kind.__qualname__}.{attr}", file, stmt.line if stmt else None,
+                    stmt.code if stmt else None)
+        return (f"{kind.__qualname__} object in a reference cycle", kind.__qualname__, file,
+                None, None)
     return None
 
 
@@ -214,7 +259,7 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
     for described, reached in anchors:
         if reached & dead and described[0] not in named:
             named[described[0]] = described
-    order = sorted(named.values(), key=lambda a: (a[2] is None, not a[0].startswith(("closure", "exception"))))
+    order = sorted(named.values(), key=lambda a: (a[3] is None, not a[0].startswith(("closure", "exception"))))
     freed = before_heap - (heap_bytes() or 0)
     return GarbageRecord(step=step, steps_since=max(steps_since, 1), objects=count,
                          tensor_bytes=tensor_bytes if dead else 0, freed_heap=freed,

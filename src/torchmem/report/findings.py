@@ -70,8 +70,7 @@ def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
         if where:
             parts.append(where + (f" `{c.code}`" if c.code else ""))
         detail = f" ({', '.join(parts)})" if parts else ""
-        lines.append((f"    culprit: `{c.name}`{detail}" if not c.name.startswith(("closure", "exception", "torch.cuda"))
-                      else f"    culprit: {c.name}{detail}", "bold"))
+        lines.append((f"    culprit: `{c.name}`{detail}", "bold"))
     for sentence in f.evidence:
         lines.append((f"    - {sentence}", ""))
     if f.fix:
