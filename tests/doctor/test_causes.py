@@ -262,3 +262,15 @@ def test_fix_texts_are_built_from_the_line():
     assert "`total += loss.item()`" in fix_for("retained_graph", "total", s, scalar=True)
     s = Statement("t.py", 9, "keep.append(x[0, :4])", "add", "main", True, "x[0, :4]", "keep", "append")
     assert "`keep.append(x[0, :4].clone())`" in fix_for("view_pins_storage", "keep", s, has_graph=False)
+
+
+def test_fragmentation_from_allocator_evidence():
+    ev = Evidence(steps=32, allocator={"cuda:0": {
+        "verdict": "fragmented", "inactive_split": 300 << 20, "judged": 6, "fragmented": 5,
+        "evidence": ["1.0 GiB reserved, 300.0 MiB in split free blocks"],
+        "advice": ["Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]}})
+    (f,) = diagnose(ev)
+    assert f.cause == "fragmentation" and f.device == "cuda:0" and f.bytes == 300 << 20
+    assert "expandable_segments" in f.fix
+    ev.allocator["cuda:0"]["verdict"] = "ok"
+    assert diagnose(ev) == []

@@ -397,18 +397,27 @@ def _cuda_findings(ev: Evidence, steps: int) -> list[Finding]:
         stmt = Statement(site[0], site[1], site[2], "call", "", True) if site else None
         culprit = Culprit(name="torch.cuda.empty_cache", kind="unknown", file=site[0] if site else None,
                           line=site[1] if site else None, code=site[2] if site else None)
+        device = next(iter(ev.allocator), "cuda:0")
+        alloc = ev.allocator.get(device, {})
+        evidence = [f"torch.cuda.empty_cache() ran in {ev.empty_cache_steps} of {steps} steps"]
+        if alloc.get("device_allocs"):
+            evidence.append(f"{alloc['device_allocs']} cudaMalloc and {alloc.get('device_frees', 0)} "
+                            f"cudaFree calls by step {alloc.get('last_step')}: the cache is "
+                            "refilled from the driver after every flush")
         out.append(Finding(cause="cache_thrash", title=TITLES["cache_thrash"],
-                           device=next(iter(ev.allocator), "cuda:0"), culprit=culprit,
-                           evidence=(f"torch.cuda.empty_cache() ran in {ev.empty_cache_steps} of "
-                                     f"{steps} steps",),
+                           device=device, culprit=culprit,
+                           evidence=tuple(evidence),
                            fix=fix_for("cache_thrash", "", stmt), confidence="high",
                            data={"empty_cache_steps": ev.empty_cache_steps}))
     for device, stats in ev.allocator.items():
         if stats.get("verdict") == "fragmented":
+            advice = stats.get("advice") or []
             out.append(Finding(cause="fragmentation", title=TITLES["fragmentation"], device=device,
                                bytes=int(stats.get("inactive_split", 0)),
+                               culprit=Culprit(name="CUDA caching allocator", kind="unknown"),
                                evidence=tuple(stats.get("evidence", ())),
-                               fix=fix_for("fragmentation", "", None), data=dict(stats),
+                               fix=" ".join(advice) or fix_for("fragmentation", "", None),
+                               data={k: v for k, v in stats.items() if k not in ("evidence", "advice")},
                                confidence="medium"))
     return out
 

@@ -159,6 +159,7 @@ class DoctorProbe(Probe):
                 if step >= 2:
                     self._maybe_collect(run, step)
                     self._snapshot(run, step, frame)
+                    self._allocator(step)
                 self._start_grad_check(run, step, frame)
             finally:
                 self.analysis_s += time.perf_counter() - t0
@@ -170,6 +171,35 @@ class DoctorProbe(Probe):
         snaps.append(snap)
         if len(snaps) > 12:  # the first and the most recent ones are enough
             del snaps[1]
+
+    def _allocator(self, step: int) -> None:
+        """Judge each initialised CUDA device's allocator (fragmentation evidence)."""
+        import torch
+
+        if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+            return
+        from torchmem.analyze.fragmentation import judge
+
+        for index in range(torch.cuda.device_count()):
+            device = f"cuda:{index}"
+            stats = torch.cuda.memory_stats(index)
+            verdict = judge(stats, device)
+            entry = self.evidence.allocator.setdefault(device, {"judged": 0, "fragmented": 0})
+            entry["judged"] += 1
+            fragmented = verdict.verdict == "fragmented" or (
+                verdict.verdict == "pressure" and verdict.ratio >= 0.2)
+            entry["fragmented"] += fragmented
+            entry.update(last_step=step, last_verdict=verdict.verdict,
+                         inactive_split=verdict.inactive_split, reserved=verdict.reserved,
+                         allocated=verdict.allocated, alloc_retries=verdict.alloc_retries,
+                         explanation=verdict.explanation, advice=list(verdict.advice[:2]),
+                         device_allocs=int(stats.get("num_device_alloc", 0) or 0),
+                         device_frees=int(stats.get("num_device_free", 0) or 0))
+            if entry["fragmented"] >= 2 and entry["fragmented"] >= entry["judged"] / 2:
+                entry["verdict"] = "fragmented"
+                entry["evidence"] = [verdict.explanation,
+                                     f"judged fragmented at {entry['fragmented']} of "
+                                     f"{entry['judged']} analysis steps"]
 
     def _maybe_collect(self, run: Run, step: int) -> None:
         """Inspect cyclic garbage: young generations each boundary, everything when needed."""
