@@ -80,7 +80,7 @@ def test_snapshot_follows_closures_modules_and_hook_dicts():
     assert s.paths["model"].hooks == 1
     assert s.paths["model.memory"].storage_bytes == 64
     handle.remove()
-    del model, acts
+    del model
 
 
 def test_snapshot_keeps_no_tensor_alive_and_leaves_no_stale_frame_locals():

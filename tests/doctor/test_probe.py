@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import gc
 import textwrap
-import weakref
 from pathlib import Path
 
 import pytest
-import torch
 
 from torchmem.doctor.probe import DoctorProbe, analysis_steps
 from torchmem.doctor.runner import Target, run_script

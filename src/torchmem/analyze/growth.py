@@ -136,26 +136,30 @@ def detect_growth(points: Sequence[tuple[int, float]], device: str = "cpu", *,
     total = int(round(fit.slope * span))
     half = len(window) // 2
     late = theil_sen(xs[half:], ys[half:])
-    base = dict(device=device, bytes_per_step=round(fit.slope, 1), r2=round(fit.r2, 4),
-                first_step=first, last_step=last, total_growth=total)
+
+    def verdict(kind: str, reason: str) -> Growth:
+        return Growth(device=device, verdict=kind, bytes_per_step=round(fit.slope, 1),
+                      r2=round(fit.r2, 4), first_step=first, last_step=last,
+                      total_growth=total, reason=reason)
+
     if fit.slope < min_slope:
-        return Growth(**base, verdict="flat",
-                      reason=f"changes by {format_delta(fit.slope)} per step over steps "
+        return verdict("flat",
+                       f"changes by {format_delta(fit.slope)} per step over steps "
                              f"{first}-{last}, below the {format_bytes(min_slope)}/step floor")
     if late < 0.5 * fit.slope:
-        return Growth(**base, verdict="flat",
-                      reason=f"rose early, then levelled off: {format_delta(late)} per step "
+        return verdict("flat",
+                       f"rose early, then levelled off: {format_delta(late)} per step "
                              f"over the last {len(window) - half} steps")
     if total < 3 * fit.noise:
-        return Growth(**base, verdict="undecided",
-                      reason=f"a slope of {format_delta(fit.slope)} per step, but the noise "
+        return verdict("undecided",
+                       f"a slope of {format_delta(fit.slope)} per step, but the noise "
                              f"({format_bytes(fit.noise)}) is as large as the growth")
     if fit.r2 < min_r2:
-        return Growth(**base, verdict="undecided",
-                      reason=f"a slope of {format_delta(fit.slope)} per step with a poor fit "
+        return verdict("undecided",
+                       f"a slope of {format_delta(fit.slope)} per step with a poor fit "
                              f"(R^2 {fit.r2:.2f}); memory rises in bursts, not steadily")
-    return Growth(**base, verdict="growing",
-                  reason=f"grows by {format_delta(fit.slope)} per step over steps "
+    return verdict("growing",
+                       f"grows by {format_delta(fit.slope)} per step over steps "
                          f"{first}-{last} (R^2 {fit.r2:.2f})")
 
 

@@ -67,10 +67,12 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
         raise UsageError(f"--steps must be at least 1; got {args.steps}")
     if args.interval < 0:
         raise UsageError(f"--interval must be >= 0 seconds; got {args.interval}")
-    render_html = None
+    render_html: Any = None
     if args.html:
         try:
-            from torchmem.report.html import write_html as render_html  # type: ignore[no-redef]
+            from torchmem.report import html as _html
+
+            render_html = _html.write_html
         except ImportError:
             raise UsageError("--html needs torchmem's HTML report, which this installation "
                              "lacks; expected torchmem.report.html",

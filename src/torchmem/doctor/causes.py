@@ -33,7 +33,7 @@ from torchmem.doctor.culprit import PathStats, Snapshot
 from torchmem.doctor.fixes import TITLES, fix_for
 from torchmem.doctor.source import Statement, best_statement, find_statements
 from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
-from torchmem.units import KiB, format_bytes, format_delta
+from torchmem.units import KiB, format_bytes
 
 __all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "MIN_BYTES_PER_STEP"]
 
@@ -271,7 +271,6 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
         return []
     growing = _growing_paths(snaps)
     last = snaps[-1]
-    first = snaps[0]
     findings = []
     for path in _culprits(growing, last.paths):
         stats, sig = last.paths[path], growing[path]

@@ -43,7 +43,8 @@ import torch
 
 from torchmem.collect.graph import _saved_attrs, storage_key, storage_nbytes
 
-__all__ = ["PathStats", "Snapshot", "take_snapshot", "owned_storages", "frame_chain"]
+__all__ = ["PathStats", "Snapshot", "take_snapshot", "owned_storages", "frame_chain",
+           "read_locals"]
 
 _ATOMIC = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice,
            types.ModuleType, type, types.BuiltinFunctionType, types.CodeType, memoryview)
@@ -513,16 +514,29 @@ class _Walker:
             push((value, s, t, depth + 1))
 
 
-def _frame_locals(frame: types.FrameType) -> dict[str, Any]:
-    """A function frame's locals, without leaving a stale dict on the frame (Python < 3.13)."""
-    if frame.f_code.co_name == "<module>" or frame.f_locals is frame.f_globals:
-        return dict(frame.f_globals)
-    values = dict(frame.f_locals)
-    if sys.version_info < (3, 13):
-        # 3.10-3.12 cache this dict on the frame; every later write-back is preceded by a
-        # fresh read, so emptying it is safe and stops it from pinning rebound locals
-        frame.f_locals.clear()
+_CO_OPTIMIZED = 0x0001
+
+
+def read_locals(frame: types.FrameType) -> dict[str, Any]:
+    """A copy of a frame's locals that leaves nothing behind on the frame.
+
+    For a function frame on Python < 3.13, reading ``f_locals`` stores a snapshot dict
+    on the frame that keeps its values alive until the next read; it is emptied again
+    here (every later write-back is preceded by a fresh read, so this is safe). Module,
+    class-body and ``exec`` frames have a real namespace, which is only copied.
+    """
+    namespace = frame.f_locals
+    values = dict(namespace)
+    if (sys.version_info < (3, 13) and frame.f_code.co_flags & _CO_OPTIMIZED
+            and namespace is not frame.f_globals):
+        namespace.clear()
     return values
+
+
+def _frame_locals(frame: types.FrameType) -> dict[str, Any]:
+    if frame.f_code.co_name == "<module>":
+        return dict(frame.f_globals)
+    return read_locals(frame)
 
 
 def _root_items(namespace: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -34,6 +34,7 @@ import torch
 from torchmem.collect.cpu import heap_bytes
 from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key, storage_nbytes
 from torchmem.doctor.causes import GarbageRecord
+from torchmem.doctor.culprit import read_locals
 
 __all__ = ["inspect_garbage"]
 
@@ -60,7 +61,8 @@ def _back_reference(obj: Any) -> str | None:
     except TypeError:
         return None
     for name, value in attrs.items():
-        stack, seen = [value], set()
+        stack: list[Any] = [value]
+        seen: set[int] = set()
         while stack and len(seen) < 300:
             o = stack.pop()
             if o is obj:
@@ -108,7 +110,7 @@ def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
         while tb is not None:
             f = tb.tb_frame
             if is_user(f.f_code.co_filename) and f.f_code.co_name != "<module>":
-                holder = next((k for k, v in f.f_locals.items() if v is obj), None)
+                holder = next((k for k, v in read_locals(f).items() if v is obj), None)
                 if holder is not None:
                     found = [s for s in find_statements(holder, [f.f_code.co_filename])
                              if s.function == f.f_code.co_name]
@@ -169,7 +171,7 @@ def _reach(obj: Any, index: dict[int, int], limit: int = 400) -> set[int]:
                 stack.append(o.tb_next)
         elif isinstance(o, types.FrameType):
             if o.f_code.co_name != "<module>":
-                stack.extend(o.f_locals.values())
+                stack.extend(read_locals(o).values())
         elif isinstance(o, types.MethodType):
             stack.append(o.__self__)
         elif hasattr(o, "__dict__") and not isinstance(o, (type, types.ModuleType, torch.Tensor)):
@@ -198,18 +200,19 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
     for g in range(generation + 1):
         objs.extend(gc.get_objects(generation=g))
     kinds = list(map(type, objs))
-    tensors = [o for o, k in zip(objs, kinds) if issubclass(k, torch.Tensor)]
+    tensors = [o for o, cls in zip(objs, kinds) if issubclass(cls, torch.Tensor)]
     user_classes: dict[type, bool] = {}
     candidates = []
-    for o, k in zip(objs, kinds):
-        if k is types.FunctionType or issubclass(k, BaseException):
+    for o, cls in zip(objs, kinds):
+        if cls is types.FunctionType or issubclass(cls, BaseException):
             candidates.append(o)
-        elif k not in _BORING:
-            known = user_classes.get(k)
+        elif cls not in _BORING:
+            known = user_classes.get(cls)
             if known is None:
-                module = sys.modules.get(getattr(k, "__module__", "") or "")
+                module = sys.modules.get(getattr(cls, "__module__", "") or "")
                 file = getattr(module, "__file__", None)
-                known = user_classes[k] = bool(file) and is_user(file) and not issubclass(k, type)
+                known = user_classes[cls] = (isinstance(file, str) and is_user(file)
+                                             and not issubclass(cls, type))
             if known:
                 candidates.append(o)
     kinds.clear()

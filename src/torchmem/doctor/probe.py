@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import gc
 import linecache
-import sys
 import types
 import weakref
 from types import FrameType
 from typing import Any
 
-from torchmem.doctor.causes import Evidence, GarbageRecord, GradCheck, diagnose
-from torchmem.doctor.culprit import Snapshot, frame_chain, take_snapshot
+from torchmem.doctor.causes import Evidence, GradCheck, diagnose
+from torchmem.doctor.culprit import frame_chain, read_locals, take_snapshot
 from torchmem.doctor.runner import Outcome, Probe, Run
 
 __all__ = ["DoctorProbe", "analysis_steps"]
@@ -229,9 +228,7 @@ class DoctorProbe(Probe):
             if f.f_code.co_name == "<module>":
                 spaces = list(f.f_globals.items())
             else:
-                spaces = list(f.f_locals.items())
-                if sys.version_info < (3, 13):
-                    f.f_locals.clear()
+                spaces = list(read_locals(f).items())
             for name, value in spaces:
                 objs = [(name, value)]
                 if hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, torch.Tensor)):

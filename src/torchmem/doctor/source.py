@@ -24,6 +24,7 @@ import ast
 import os
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
 
 __all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path"]
 
@@ -214,7 +215,7 @@ class _Finder(ast.NodeVisitor):
             self._add(node, kind, node.value, node.target)
         self.generic_visit(node)
 
-    def _assign(self, node: ast.AST, targets: list[ast.AST], value: ast.AST | None) -> None:
+    def _assign(self, node: ast.AST, targets: Sequence[ast.AST], value: ast.AST | None) -> None:
         if self.hook or value is None:
             return
         for target in targets:

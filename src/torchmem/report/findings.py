@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from torchmem.model.capture import Capture, Finding, Growth
-from torchmem.units import format_bytes, format_delta
+from torchmem.units import format_bytes
 
 __all__ = ["render_findings", "findings_text", "headline"]
 
