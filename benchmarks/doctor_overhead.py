@@ -1,9 +1,11 @@
 """Cost of ``torchmem doctor``: step time against plain ``python``, and deep-analysis cost.
 
 Part 1 -- step time. Each trial runs ``benchmarks/workloads.py <loop>`` as a fresh
-process three ways, interleaved A/B/C/A/B/C so that load on the machine hits all sides
-alike: plain ``python``, ``torchmem run --quiet`` and ``torchmem doctor --quiet`` (the
-default mode: per-step bookkeeping plus the deep analysis at steps 2, 3, 4, 6, 8, 12...).
+process four ways, interleaved A/B/C/D/A/B/C/D so that load on the machine hits all
+sides alike: plain ``python``, ``torchmem run --quiet``, ``torchmem doctor --quiet`` (the
+default mode: per-step bookkeeping plus the deep analysis at steps 2, 3, 4, 6, 8, 12...)
+and ``torchmem doctor --quiet --interval 0`` (the same without the background sampler
+of the timeline).
 The loop times its own steps, so process start-up and imports are excluded. Both the
 median step time and the mean (total / steps, which includes the analysis steps) are
 reported, as medians over the trials.
@@ -41,9 +43,10 @@ def one(workload: str, steps: int, under: list[str]) -> tuple[float, float]:
 
 def step_time(trials: int, steps: int, workloads: list[str]) -> None:
     sides = {"python": [], "torchmem run": ["-m", "torchmem", "run", "--quiet"],
-             "torchmem doctor": ["-m", "torchmem", "doctor", "--quiet"]}
+             "torchmem doctor": ["-m", "torchmem", "doctor", "--quiet"],
+             "doctor, no timeline": ["-m", "torchmem", "doctor", "--quiet", "--interval", "0"]}
     print(f"Step time: medians over {trials} interleaved trials of {steps} steps, 1 torch thread")
-    print(f"{'workload':<10} {'side':<16} {'median ms':>10} {'mean ms':>9} {'ratio(median)':>14} "
+    print(f"{'workload':<10} {'side':<20} {'median ms':>10} {'mean ms':>9} {'ratio(median)':>14} "
           f"{'ratio(mean)':>12}")
     for workload in workloads:
         res: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
@@ -55,7 +58,7 @@ def step_time(trials: int, steps: int, workloads: list[str]) -> None:
         for name in sides:
             med = statistics.median(m for m, _ in res[name])
             mean = statistics.median(a for _, a in res[name])
-            print(f"{workload:<10} {name:<16} {med * 1e3:>10.3f} {mean * 1e3:>9.3f} "
+            print(f"{workload:<10} {name:<20} {med * 1e3:>10.3f} {mean * 1e3:>9.3f} "
                   f"{med / base_med:>14.3f} {mean / base_mean:>12.3f}")
 
 
