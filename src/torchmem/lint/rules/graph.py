@@ -197,10 +197,11 @@ class HiddenStateCarried(Rule):
         Flags ``out, hidden = rnn(x, hidden)`` (and ``(h, c)`` tuples) in a loop that runs
         with autograd recording on, when ``rnn`` is a module (by type or by name) and
         ``hidden`` comes from the previous iteration and is not detached (or
-        re-initialised) anywhere in the iteration. A module's own ``forward`` is not
-        checked (iterating a block over depth is the computation), nor, outside training
-        and data loops, calls of ``self.<submodule>`` (a model passing a cache between
-        chunks of one input).
+        re-initialised) anywhere in the iteration, or by an enclosing loop. Outside training
+        and data loops, only inference over a stream is checked (a function without
+        ``backward()``, not a method, not a loop over ``range``): unrolling a cell over the
+        time steps of one sequence, or a model passing a cache between chunks of one input,
+        is the computation itself.
 
     Why:
         The new hidden state is computed from the old one, so its graph links back to the
@@ -278,6 +279,21 @@ class HiddenStateCarried(Rule):
         finally:
             self._bound(targets, ctx)
 
+    @staticmethod
+    def _stream_loop(loop: LoopState, ctx: Context) -> bool:
+        """Outside training and data loops, only inference over a stream counts: not
+        unrolling over ``range(seq)`` inside a training step, nor a model's own methods."""
+        facts = ctx.fn.facts
+        if facts.has_backward or facts.has_step or ctx.fn.class_name is not None:
+            return False
+        it = getattr(loop.node, "iter", None)
+        while type(it) is ast.Call and getattr(it.func, "id", "") in ("enumerate", "zip") \
+                and it.args:
+            it = it.args[0]
+        if it is None or (type(it) is ast.Call and getattr(it.func, "id", "") == "range"):
+            return False
+        return True
+
     def _check(self, node: ast.Assign, targets: list[str], ctx: Context) -> None:
         call = node.value
         loop = ctx.loops[-1]
@@ -285,8 +301,8 @@ class HiddenStateCarried(Rule):
             return
         if is_forward_function(ctx.fn, ctx) or not ctx.flow.is_forward(call, strict=True):
             return
-        if not (loop.training or loop.loader) and (key_of(call.func) or "").startswith("self."):
-            return  # a model's own method chaining its submodules (caches over chunks)
+        if not (loop.training or loop.loader) and not self._stream_loop(loop, ctx):
+            return
         bound = ctx.scratch.get(self.code, {}).get(id(loop.node), set())
         args: list[ast.expr] = []
         for arg in list(call.args) + [kw.value for kw in call.keywords]:
@@ -302,6 +318,8 @@ class HiddenStateCarried(Rule):
                 continue
             if any(k == key and v is not call for k, v in loop.facts.assigns):
                 continue  # re-bound elsewhere in the iteration (hidden = hidden.detach())
+            if any(lp.facts.resets(key) for lp in ctx.loops[:-1]):
+                continue  # re-initialised by an enclosing loop: unrolling within one step
             if _detached_in_place(key, loop.node):
                 continue
             callee = describe(call.func)
