@@ -221,6 +221,7 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
     sizes: list[tuple[int | None, int, dict[int, int]]] = []  # key, bytes, saved key -> bytes
     index: dict[int, int] = {}
     anchors: list[tuple[Anchor, set[int]]] = []
+    walked: dict[int, Any] = {}  # id -> node, held so that ids stay unique during the walk
     try:
         for t in tensors:
             try:
@@ -231,8 +232,11 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
             refs.append(ref)
             saved: dict[int, int] = {}
             fn = t.grad_fn
-            if fn is not None:
-                for node in iter_nodes([fn], limit=2000):
+            if fn is not None and id(fn) not in walked and len(walked) < 50_000:
+                for node in iter_nodes([fn], limit=5000):
+                    if id(node) in walked:
+                        continue  # shared graphs are measured once (first tensor wins)
+                    walked[id(node)] = node
                     for s in saved_tensors(node):
                         k = storage_key(s)
                         if k is not None:
@@ -247,6 +251,7 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
     finally:
         tensors.clear()
         candidates.clear()
+        walked.clear()
     count = gc.collect(generation)
     dead = {i for i, r in enumerate(refs) if r() is None}
     alive_keys = {sizes[i][0] for i in range(len(refs)) if i not in dead}
