@@ -91,7 +91,10 @@ def test_selection():
 
 
 def test_importing_the_linter_does_not_import_torch():
-    code = ("import sys, torchmem.lint\n"
+    code = ("import sys\n"
+            "from torchmem.lint.registry import RULES as R\n"
+            "assert len(R) >= 18, 'RULES must be complete on import'\n"
+            "import torchmem.lint\n"
             "from torchmem.lint import lint_source, RULES\n"
             "lint_source('import torch\\nx = torch.ones(1)\\ny = x.data\\n')\n"
             "from torchmem.lint.docs import generate; generate()\n"

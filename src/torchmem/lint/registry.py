@@ -165,3 +165,8 @@ def select_rules(select: Iterable[str] | None = None,
     if ignore:
         chosen -= resolve_codes(ignore, what="--ignore")
     return [rules[c] for c in sorted(chosen)]
+
+
+# Fill RULES on import, so that ``from torchmem.lint.registry import RULES`` is complete.
+# (The rule modules import this one; by now every name they need is defined.)
+import torchmem.lint.rules  # noqa: E402,F401
