@@ -1,0 +1,464 @@
+"""The single traversal: statements in execution order, each expression node once.
+
+:class:`Walker` drives the data flow (:class:`~torchmem.lint.dataflow.Flow`) through a
+function's statements, keeps the loop / ``no_grad`` / conditional context in the
+:class:`~torchmem.lint.context.Context`, and calls the selected rules' handlers for every
+node type from that one walk. No torch.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Iterable
+
+from torchmem.lint import facts as _facts
+from torchmem.lint.context import Context, FunctionState, LoopState
+from torchmem.lint.dataflow import LOADER, MODEL, TYPE, VALUE, Flow, meet
+from torchmem.lint.facts import FunctionFacts, key_of
+from torchmem.lint.knowledge import (
+    ENABLE_GRAD_CONTEXTS, EVAL_LOADER_NAME, LIGHTNING_NO_GRAD_HOOKS, NO_GRAD_CONTEXTS, last_name,
+)
+
+__all__ = ["Walker"]
+
+_FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+#: methods whose ``self.<attr> = ...`` assignments define a class's attribute kinds
+_SETUP_METHODS = frozenset({"__init__", "setup", "configure_model", "build", "_build",
+                            "reset_parameters", "__post_init__"})
+#: fields that never hold a node worth visiting (operators, contexts, plain values)
+_SKIP_FIELDS = frozenset({"ctx", "type_comment", "op", "ops", "attr", "id", "arg", "kind",
+                          "conversion", "level", "is_async", "simple", "name", "names",
+                          "module", "asname"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    out = _FIELDS.get(cls)
+    if out is None:
+        out = tuple(f for f in cls._fields if f not in _SKIP_FIELDS)  # type: ignore[attr-defined]
+        _FIELDS[cls] = out
+    return out
+
+
+class Walker:
+    def __init__(self, ctx: Context, nodes: dict[type, list[Callable[..., None]]],
+                 hooks: dict[str, list[Callable[..., None]]]) -> None:
+        self.ctx = ctx
+        self.nodes = nodes
+        self.hooks = hooks
+        self.expr = self._make_expr()
+
+    def _make_expr(self) -> Callable[[ast.AST], None]:
+        """Build the expression visitor as a closure (locals are faster than attributes)."""
+        get_handlers = self.nodes.get
+        ctx = self.ctx
+        fields_of = _FIELDS.get
+        AST, Name, Constant = ast.AST, ast.Name, ast.Constant
+        Lambda, NamedExpr = ast.Lambda, ast.NamedExpr
+
+        def expr(node: ast.AST) -> None:
+            """Dispatch every expression node once, in source order."""
+            cls = node.__class__
+            handlers = get_handlers(cls)
+            if handlers:
+                for h in handlers:
+                    h(node, ctx)
+            if cls is Name or cls is Constant:
+                return
+            if cls is NamedExpr:
+                expr(node.value)  # type: ignore[attr-defined]
+                ctx.fn.flow.bind(node.target, ctx.kind(node.value))  # type: ignore[attr-defined]
+                return
+            if cls is Lambda:
+                expr(node.body)  # type: ignore[attr-defined]
+                return
+            for name in fields_of(cls) or _fields(cls):
+                value = getattr(node, name)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, AST):
+                            expr(item)
+                elif value is not None and isinstance(value, AST):
+                    expr(value)
+
+        return expr
+
+    def exprs(self, nodes: Iterable[ast.AST | None]) -> None:
+        for node in nodes:
+            if node is not None:
+                self.expr(node)
+
+    # statements: in execution order, with the data flow
+    def stmts(self, body: list[ast.stmt]) -> None:
+        for node in body:
+            self.stmt(node)
+
+    def stmt(self, node: ast.stmt) -> None:
+        ctx = self.ctx
+        cls = node.__class__
+        handlers = self.nodes.get(cls)
+        if handlers:
+            for h in handlers:
+                h(node, ctx)
+        flow = ctx.fn.flow
+        if cls is ast.Expr:
+            self.expr(node.value)  # type: ignore[attr-defined]
+            self._effects(node.value)  # type: ignore[attr-defined]
+        elif cls is ast.Assign:
+            self.expr(node.value)  # type: ignore[attr-defined]
+            self.exprs(node.targets)  # type: ignore[attr-defined]
+            kind = flow.kind(node.value)  # type: ignore[attr-defined]
+            for target in node.targets:  # type: ignore[attr-defined]
+                if type(target) is ast.Attribute and target.attr == "requires_grad":
+                    self._requires_grad(target.value, node.value)  # type: ignore[attr-defined]
+                    continue
+                value = node.value  # type: ignore[attr-defined]
+                if isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple) and len(
+                        target.elts) == len(value.elts):
+                    for t, v in zip(target.elts, value.elts):
+                        flow.bind(t, flow.kind(v))
+                else:
+                    flow.bind(target, kind)
+        elif cls is ast.AugAssign:
+            self.expr(node.target)  # type: ignore[attr-defined]
+            self.expr(node.value)  # type: ignore[attr-defined]
+            target = node.target  # type: ignore[attr-defined]
+            old = flow.kind(target)
+            kind = flow.derive(old | flow.kind(node.value))  # type: ignore[attr-defined]
+            if old & 2:  # in place on a leaf: still the same leaf (and PyTorch raises)
+                kind = old
+            if type(target) is not ast.Subscript:
+                flow.bind(target, kind | (flow.kind(target) & TYPE))
+        elif cls is ast.AnnAssign:
+            self.exprs((node.annotation, node.value, node.target))  # type: ignore[attr-defined]
+            if node.value is not None:  # type: ignore[attr-defined]
+                flow.bind(node.target, flow.kind(node.value))  # type: ignore[attr-defined]
+        elif cls is ast.For or cls is ast.AsyncFor:
+            self._for(node)
+        elif cls is ast.While:
+            self.expr(node.test)  # type: ignore[attr-defined]
+            self._loop(node, None)
+        elif cls is ast.If:
+            self.expr(node.test)  # type: ignore[attr-defined]
+            self._branches([node.body, node.orelse])  # type: ignore[attr-defined]
+        elif cls is ast.With or cls is ast.AsyncWith:
+            self._with(node)
+        elif cls is ast.Try or cls.__name__ == "TryStar":
+            self._try(node)
+        elif cls is ast.FunctionDef or cls is ast.AsyncFunctionDef:
+            self.exprs(node.decorator_list)  # type: ignore[attr-defined]
+            self._args(node.args)  # type: ignore[attr-defined]
+            self.expr_opt(node.returns)  # type: ignore[attr-defined]
+            self.function(node, node.body, node.name, node.args, node.decorator_list)  # type: ignore[attr-defined]
+            flow.env.pop(node.name, None)  # type: ignore[attr-defined]
+        elif cls is ast.ClassDef:
+            self._class(node)  # type: ignore[arg-type]
+        elif cls is ast.Return:
+            self.expr_opt(node.value)  # type: ignore[attr-defined]
+        elif cls is ast.Delete:
+            self.exprs(node.targets)  # type: ignore[attr-defined]
+            for target in node.targets:  # type: ignore[attr-defined]
+                for key in _facts.target_keys(target):
+                    flow.env.pop(key, None)
+        elif cls is ast.Import or cls is ast.ImportFrom:
+            self._import(node)
+        elif cls.__name__ == "Match":
+            self.expr(node.subject)  # type: ignore[attr-defined]
+            bodies = []
+            for case in node.cases:  # type: ignore[attr-defined]
+                self.expr(case.pattern)
+                self.expr_opt(case.guard)
+                bodies.append(case.body)
+            self._branches(bodies + [[]])
+        else:
+            for name in _fields(cls):
+                value = getattr(node, name)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, ast.expr):
+                            self.expr(item)
+                elif isinstance(value, ast.expr):
+                    self.expr(value)
+
+    def expr_opt(self, node: ast.AST | None) -> None:
+        if node is not None:
+            self.expr(node)
+
+    def _args(self, args: ast.arguments) -> None:
+        for a in args.posonlyargs + args.args + args.kwonlyargs:
+            self.expr_opt(a.annotation)
+        self.exprs(args.defaults)
+        self.exprs(args.kw_defaults)
+
+    def _effects(self, value: ast.expr) -> None:
+        """Statement-level calls that change the flow: ``h.detach_()``, ``torch.set_grad_enabled``."""
+        if type(value) is not ast.Call:
+            return
+        func = value.func
+        ctx = self.ctx
+        if type(func) is ast.Attribute:
+            key = key_of(func.value)
+            if func.attr == "detach_" and key:
+                ctx.fn.flow.env[key] = (ctx.fn.flow.env.get(key, 0) & TYPE) | 4
+            elif func.attr == "requires_grad_" and key:
+                self._requires_grad(func.value, value.args[0] if value.args else None)
+            elif func.attr == "eval" and key and not value.args:
+                ctx.fn.flow.env[key] = ctx.fn.flow.env.get(key, 0) | MODEL
+        qual = ctx.qualname(func)
+        if qual == "torch.set_grad_enabled" or qual == "torch.autograd.set_grad_enabled":
+            arg = value.args[0] if value.args else None
+            enabled = isinstance(arg, ast.Constant) and arg.value is True
+            ctx.no_grad = 0 if enabled else max(ctx.no_grad, 1)
+
+    def _requires_grad(self, target: ast.expr, value: ast.expr | None) -> None:
+        key = key_of(target)
+        if key is None:
+            return
+        env = self.ctx.fn.flow.env
+        on = value is None or (isinstance(value, ast.Constant) and value.value is True)
+        off = isinstance(value, ast.Constant) and value.value is False
+        old = env.get(key, 0)
+        if on:
+            env[key] = (old & TYPE) | 2
+        elif off:
+            env[key] = (old & TYPE) | (4 if old & VALUE else 0)
+        else:
+            env[key] = old & TYPE
+
+    def _import(self, node: ast.stmt) -> None:
+        ctx = self.ctx
+        if type(node) is ast.Import:
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.asname:
+                    ctx.imports[alias.asname] = alias.name
+                else:
+                    top = alias.name.partition(".")[0]
+                    ctx.imports[top] = top
+                if alias.name.partition(".")[0] == "torch":
+                    ctx.torch_imported = True
+        else:
+            mod = node.module or ""  # type: ignore[attr-defined]
+            if node.level:  # type: ignore[attr-defined]
+                mod = "." * node.level + mod  # type: ignore[attr-defined]
+            if mod.partition(".")[0] == "torch":
+                ctx.torch_imported = True
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.name != "*":
+                    ctx.imports[alias.asname or alias.name] = f"{mod}.{alias.name}"
+
+    def _branches(self, bodies: list[list[ast.stmt]]) -> None:
+        ctx = self.ctx
+        flow = ctx.fn.flow
+        start = flow.env
+        ends: list[dict[str, int]] = []
+        no_grad0 = ctx.no_grad
+        ctx.cond_depth += 1
+        for body in bodies:
+            flow.env = dict(start)
+            ctx.no_grad = no_grad0
+            self.stmts(body)
+            if not (body and isinstance(body[-1], _EXITS)):
+                ends.append(flow.env)
+        ctx.cond_depth -= 1
+        ctx.no_grad = no_grad0
+        if not ends:
+            flow.env = start
+            return
+        env = ends[0]
+        for other in ends[1:]:
+            env = meet(env, other)
+        flow.env = env
+
+    def _with(self, node: ast.stmt) -> None:
+        ctx = self.ctx
+        delta = 0
+        for item in node.items:  # type: ignore[attr-defined]
+            self.expr(item.context_expr)
+            expr = item.context_expr
+            func = expr.func if type(expr) is ast.Call else expr
+            qual = ctx.qualname(func)
+            if qual in NO_GRAD_CONTEXTS:
+                delta += 1
+            elif qual in ENABLE_GRAD_CONTEXTS:
+                delta -= 10_000
+            elif qual in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
+                arg = expr.args[0] if type(expr) is ast.Call and expr.args else None
+                if not (isinstance(arg, ast.Constant) and arg.value is True):
+                    delta += 1
+            if item.optional_vars is not None:
+                self.expr(item.optional_vars)
+                ctx.fn.flow.bind(item.optional_vars, 0)
+        saved = ctx.no_grad
+        ctx.no_grad = max(0, saved + delta) if delta > -1000 else 0
+        self.stmts(node.body)  # type: ignore[attr-defined]
+        ctx.no_grad = saved
+
+    def _try(self, node: ast.stmt) -> None:
+        ctx = self.ctx
+        flow = ctx.fn.flow
+        before = dict(flow.env)
+        self.stmts(node.body)  # type: ignore[attr-defined]
+        self.stmts(node.orelse)  # type: ignore[attr-defined]
+        env = flow.env
+        ctx.cond_depth += 1
+        ctx.handler_depth += 1
+        for handler in node.handlers:  # type: ignore[attr-defined]
+            self.expr_opt(handler.type)
+            flow.env = dict(before)
+            self.stmts(handler.body)
+            if not (handler.body and isinstance(handler.body[-1], _EXITS)):
+                env = meet(env, flow.env)
+        ctx.handler_depth -= 1
+        ctx.cond_depth -= 1
+        flow.env = env
+        self.stmts(node.finalbody)  # type: ignore[attr-defined]
+
+    def _for(self, node: ast.stmt) -> None:
+        self.expr(node.iter)  # type: ignore[attr-defined]
+        self._loop(node, node.iter)  # type: ignore[attr-defined]
+
+    def _loop(self, node: ast.stmt, iterable: ast.expr | None) -> None:
+        ctx = self.ctx
+        fn = ctx.fn
+        flow = fn.flow
+        facts = fn.facts.loops[id(node)]
+        loader = eval_loader = False
+        if iterable is not None:
+            loader = flow.is_loader(iterable) or bool(flow.kind(iterable) & LOADER)
+            if loader:
+                inner = iterable
+                while type(inner) is ast.Call and inner.args:  # type: ignore[attr-defined]
+                    inner = inner.args[0]  # type: ignore[attr-defined]
+                k = key_of(inner)
+                eval_loader = bool(k and EVAL_LOADER_NAME.search(last_name(k)))
+        state = LoopState(node, facts, ctx.no_grad > 0, ctx.cond_depth, loader, eval_loader)
+        before = dict(flow.env)
+        env = flow.env
+        for key in facts.assigned:
+            v = env.get(key)
+            if v is not None and v & VALUE:
+                if v & TYPE:
+                    env[key] = v & TYPE
+                else:
+                    del env[key]
+        if iterable is not None:
+            flow.bind(node.target, flow.elt(iterable))  # type: ignore[attr-defined]
+            self.expr(node.target)  # type: ignore[attr-defined]
+        ctx.loops.append(state)
+        for h in self.hooks["enter_loop"]:
+            h(state, ctx)
+        no_grad0 = ctx.no_grad
+        self.stmts(node.body)  # type: ignore[attr-defined]
+        ctx.no_grad = no_grad0
+        for h in self.hooks["leave_loop"]:
+            h(state, ctx)
+        ctx.loops.pop()
+        flow.env = meet(before, flow.env)
+        self.stmts(node.orelse)  # type: ignore[attr-defined]
+
+    def _class(self, node: ast.ClassDef) -> None:
+        ctx = self.ctx
+        self.exprs(node.decorator_list)
+        self.exprs(node.bases)
+        self.exprs(kw.value for kw in node.keywords)
+        is_module = _is_module_class(node, ctx)
+        if is_module:
+            ctx.module_classes.add(node.name)
+        saved = (ctx.class_attrs, ctx.in_module_class)
+        ctx.class_attrs = self._class_attrs(node)
+        ctx.in_module_class = is_module
+        lightning = any("Lightning" in (key_of(b) or "") for b in node.bases)
+        for stmt in node.body:
+            if type(stmt) in _FUNC_TYPES:
+                self.exprs(stmt.decorator_list)  # type: ignore[attr-defined]
+                self._args(stmt.args)  # type: ignore[attr-defined]
+                no_grad = lightning and stmt.name in LIGHTNING_NO_GRAD_HOOKS  # type: ignore[attr-defined]
+                self.function(stmt, stmt.body, stmt.name, stmt.args,  # type: ignore[attr-defined]
+                              stmt.decorator_list, class_name=node.name,  # type: ignore[attr-defined]
+                              force_no_grad=no_grad)
+            else:
+                self.stmt(stmt)
+        ctx.class_attrs, ctx.in_module_class = saved
+
+    def _class_attrs(self, node: ast.ClassDef) -> dict[str, int]:
+        """Kinds of ``self.<attr> = value`` assignments in the class's set-up methods."""
+        ctx = self.ctx
+        attrs: dict[str, int] = {}
+        probe = Flow(ctx, FunctionFacts(), {})
+        saved_fn, saved_ng = ctx.fn, ctx.no_grad
+        ctx.fn = FunctionState(node, node.name, probe.facts, probe, False, node.name)
+        ctx.no_grad = 0
+        stack: list[ast.AST] = [s for s in node.body if type(s) in _FUNC_TYPES
+                                and s.name in _SETUP_METHODS]  # type: ignore[attr-defined]
+        while stack:
+            item = stack.pop()
+            if type(item) is ast.Assign:
+                kind = probe.kind(item.value)  # type: ignore[attr-defined]
+                for target in item.targets:  # type: ignore[attr-defined]
+                    if type(target) is ast.Attribute and type(target.value) is ast.Name \
+                            and target.value.id == "self":
+                        attrs[target.attr] = attrs.get(target.attr, 0) | kind
+            elif type(item) is ast.Expr and type(item.value) is ast.Call:  # type: ignore[attr-defined]
+                call = item.value  # type: ignore[attr-defined]
+                f = call.func
+                if type(f) is ast.Attribute and f.attr in ("register_buffer", "register_parameter") \
+                        and len(call.args) >= 2 and isinstance(call.args[0], ast.Constant) \
+                        and isinstance(call.args[0].value, str):
+                    attrs[call.args[0].value] = 2 if f.attr == "register_parameter" else 4
+            for name in ("body", "orelse", "handlers", "finalbody"):
+                sub = getattr(item, name, None)
+                if sub:
+                    stack.extend(s for s in sub if type(s) is not ast.ClassDef)
+        ctx.fn, ctx.no_grad = saved_fn, saved_ng
+        return attrs
+
+    def function(self, node: ast.AST, body: list[ast.stmt], name: str,
+                 args: ast.arguments | None, decorators: list[ast.expr] | None = None, *,
+                 class_name: str | None = None, force_no_grad: bool = False) -> None:
+        ctx = self.ctx
+        facts = _facts.gather(body, ctx.qualname)
+        outer = ctx.fn
+        env: dict[str, int] = {}
+        if outer is not None:
+            for k, v in outer.flow.env.items():
+                if v & TYPE:
+                    env[k] = v & TYPE
+        state = FunctionState(node, name, facts, None, False, class_name)  # type: ignore[arg-type]
+        flow = Flow(ctx, facts, env)
+        state.flow = flow
+        if args is not None:
+            for a in args.posonlyargs + args.args + args.kwonlyargs:
+                kind = flow.initial_kind(a.arg, a.annotation)
+                if kind:
+                    env[a.arg] = kind
+                else:
+                    env.pop(a.arg, None)
+        no_grad = force_no_grad or any(
+            ctx.qualname(d.func if type(d) is ast.Call else d) in NO_GRAD_CONTEXTS
+            for d in decorators or ())
+        state.no_grad = no_grad
+        saved = (ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth)
+        ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = (
+            state, [], int(no_grad), 0, 0)
+        for h in self.hooks["enter_function"]:
+            h(state, ctx)
+        self.stmts(body)
+        for h in self.hooks["leave_function"]:
+            h(state, ctx)
+        ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = saved
+
+
+def _is_module_class(node: ast.ClassDef, ctx: Context) -> bool:
+    if any(type(s) in _FUNC_TYPES and s.name == "forward" for s in node.body):  # type: ignore[attr-defined]
+        return True  # only modules define forward()
+    for base in node.bases:
+        key = key_of(base)
+        if key is None:
+            continue
+        qual = ctx.qualname(base) or key
+        tail = last_name(qual)
+        if qual.startswith("torch.nn") or tail in ctx.module_classes or tail in (
+                "Module", "LightningModule", "PreTrainedModel") or tail.endswith("Module"):
+            return True
+    return False
