@@ -65,6 +65,18 @@ _PARAM_TYPES = frozenset(c for c in (torch.nn.Parameter,
                                      getattr(torch.nn.parameter, "UninitializedParameter", None))
                          if c is not None)
 _user_modules_cache: tuple[int, list[str]] = (-1, [])
+_storage_id = getattr(torch._C, "_storage_id", None)
+
+
+def _fast_key(t: torch.Tensor) -> int | None:
+    """Same value as :func:`storage_key`, through torch's C helper when it exists."""
+    if _storage_id is not None and type(t) is torch.Tensor and t.layout == torch.strided \
+            and not t.is_meta:
+        try:
+            return int(_storage_id(t))
+        except Exception:  # noqa: BLE001 - odd tensor: the careful path
+            pass
+    return storage_key(t)
 
 
 def _user_modules(is_user: Callable[[str], bool]) -> list[str]:
@@ -266,7 +278,7 @@ class _Walker:
 
     # -- tensors and graphs -------------------------------------------------------
     def _tensor(self, t: torch.Tensor, tracked: list[PathStats]) -> None:
-        key = storage_key(t)
+        key = _fast_key(t)
         if key is None or key in self.owned or type(t) in _PARAM_TYPES:
             return
         if key not in self.storages:
