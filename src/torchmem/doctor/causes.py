@@ -319,8 +319,13 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
     if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":
         f = memory[0]
         if growth["cpu"].bytes_per_step > f.bytes_per_step:
+            # The culprit explains the growth, but part of what it holds is not tensor
+            # storage (autograd nodes, Python objects): the heap's measured growth is the
+            # truer size of what is at stake.
             findings[0] = _replace(f, bytes_per_step=round(growth["cpu"].bytes_per_step, 1),
-                                   data={**f.data, "heap_bytes_per_step": growth["cpu"].bytes_per_step})
+                                   bytes=max(f.bytes, int(growth["cpu"].total_growth)),
+                                   data={**f.data, "heap_bytes_per_step": growth["cpu"].bytes_per_step,
+                                         "heap_growth": growth["cpu"].total_growth})
     return findings
 
 

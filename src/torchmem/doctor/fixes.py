@@ -7,6 +7,8 @@ scalar or a tuple) and returns one or two sentences with the code to write.
 
 from __future__ import annotations
 
+import re
+
 from torchmem.doctor.source import Statement
 
 __all__ = ["fix_for", "TITLES"]
@@ -27,7 +29,20 @@ TITLES: dict[str, str] = {
 
 
 def _swap(code: str, old: str, new: str) -> str:
-    return code.replace(old, new, 1) if old and old in code else code
+    """Replace the last *whole* occurrence of the expression ``old`` in ``code``.
+
+    Whole means not part of a longer name or attribute chain: in
+    ``losses.append(loss)`` the value ``loss`` is the argument, not the start of
+    ``losses``; the last occurrence is the argument, not the receiver.
+    """
+    if not old:
+        return code
+    pattern = re.compile(r"(?<![\w.])" + re.escape(old) + r"(?![\w])")
+    matches = list(pattern.finditer(code))
+    if not matches:
+        return code
+    last = matches[-1]
+    return code[:last.start()] + new + code[last.end():]
 
 
 def fix_for(cause: str, name: str, stmt: Statement | None, *, scalar: bool = False,

@@ -257,6 +257,13 @@ def find_statements(path: str, files: list[str], *, hook: bool = False) -> list[
         finder = _Finder(file, lines, wanted, hook)
         finder.visit(tree)
         out.extend(finder.found)
+    if hook and not out and len(wanted) > 1:
+        # Registered through a helper (``def attach(layer): layer.register_forward_hook(f)``):
+        # the receiver's name differs. Accept a registration site only when it is the one
+        # register_*_hook call in the user's files, so the line is never a guess.
+        anywhere = find_statements("hooks", files, hook=True)
+        if len({(s.file, s.line) for s in anywhere}) == 1:
+            out = anywhere
     return out
 
 
