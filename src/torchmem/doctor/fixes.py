@@ -59,9 +59,11 @@ def fix_for(cause: str, name: str, stmt: Statement | None, *, scalar: bool = Fal
     value = stmt.value if stmt else None
     if cause == "retained_graph":
         if stmt and value:
-            new = f"{value}.item()" if scalar else f"{value}.detach()"
-            other = f"`{value}.detach()` to keep a tensor" if scalar else f"`{value}.item()` for a scalar"
-            return f"store a number, not the graph: `{_swap(code or '', value, new)}` (or {other})"
+            if scalar:
+                return (f"store a number, not the graph: `{_swap(code or '', value, value + '.item()')}` "
+                        f"(or `{value}.detach()` to keep a tensor)")
+            return (f"keep the values, not the graph: "
+                    f"`{_swap(code or '', value, value + '.detach()')}`")
         return (f"store `.item()` (a number) or `.detach()` (a tensor without graph) in "
                 f"`{name}`, never the tensor that backward() uses")
     if cause == "hidden_state_chain":
