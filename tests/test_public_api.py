@@ -1,0 +1,26 @@
+"""The curated public API: every name resolves, and ``import torchmem`` stays light."""
+
+import subprocess
+import sys
+
+import pytest
+
+import torchmem
+
+
+def test_every_public_name_resolves_from_its_module():
+    for name in torchmem.__all__:
+        assert getattr(torchmem, name) is not None, name
+
+
+def test_unknown_names_raise_attribute_error():
+    with pytest.raises(AttributeError, match="no_such_name"):
+        torchmem.no_such_name  # noqa: B018
+
+
+def test_import_is_light():
+    code = ("import sys, torchmem, torchmem.lint; "
+            "heavy = [m for m in ('torch', 'rich', 'jinja2', 'libcst') if m in sys.modules]; "
+            "print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
