@@ -43,8 +43,9 @@ def _accelerator() -> tuple[str, Any] | None:
     return None
 
 
-def _allocated(mod: Any) -> int | None:
-    for name in ("memory_allocated", "current_allocated_memory"):
+def _first_figure(mod: Any, names: tuple[str, ...]) -> int | None:
+    """The first of ``names`` that ``mod`` offers, called; None if none works."""
+    for name in names:
         fn = getattr(mod, name, None)
         if fn is not None:
             try:
@@ -52,17 +53,14 @@ def _allocated(mod: Any) -> int | None:
             except (RuntimeError, TypeError):
                 return None
     return None
+
+
+def _allocated(mod: Any) -> int | None:
+    return _first_figure(mod, ("memory_allocated", "current_allocated_memory"))
 
 
 def _reserved(mod: Any) -> int | None:
-    for name in ("memory_reserved", "driver_allocated_memory"):
-        fn = getattr(mod, name, None)
-        if fn is not None:
-            try:
-                return int(fn())
-            except (RuntimeError, TypeError):
-                return None
-    return None
+    return _first_figure(mod, ("memory_reserved", "driver_allocated_memory"))
 
 
 def cleanup(*, empty_cache: bool = True, generation: int = 2) -> CleanupReport:
