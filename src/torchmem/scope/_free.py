@@ -73,36 +73,31 @@ def _repr(self: Any) -> str:
     return f"<released tensor: freed by {self.__dict__.get(_INFO, 'torchmem')}>"
 
 
-class ReleasedTensor(torch.Tensor):
+class _Released:
+    """Behaviour shared by released tensors and parameters (no state: ``__slots__ = ()``
+    keeps the instance layout unchanged, which the ``__class__`` swap requires)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.Tensor.__hash__:
+            return object.__hash__(args[0])
+        _raise(args, kwargs)
+
+    __repr__ = _repr
+    __str__ = _repr
+
+    def __format__(self, spec: str) -> str:
+        return _repr(self)
+
+
+class ReleasedTensor(_Released, torch.Tensor):
     """A tensor whose storage torchmem freed. Every torch operation on it raises."""
 
-    @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func is torch.Tensor.__hash__:
-            return object.__hash__(args[0])
-        _raise(args, kwargs)
 
-    __repr__ = _repr
-    __str__ = _repr
-
-    def __format__(self, spec: str) -> str:
-        return _repr(self)
-
-
-class ReleasedParameter(torch.nn.Parameter):
+class ReleasedParameter(_Released, torch.nn.Parameter):
     """A parameter whose storage :func:`torchmem.release` freed."""
-
-    @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func is torch.Tensor.__hash__:
-            return object.__hash__(args[0])
-        _raise(args, kwargs)
-
-    __repr__ = _repr
-    __str__ = _repr
-
-    def __format__(self, spec: str) -> str:
-        return _repr(self)
 
 
 def is_released(t: Any) -> bool:
