@@ -48,3 +48,21 @@ def iter_tensors(obj: Any, *, grads: bool = True, _depth: int = 0) -> Iterator[t
     elif isinstance(obj, torch.optim.Optimizer):
         for state in obj.state.values():
             yield from iter_tensors(state, grads=grads, _depth=_depth + 1)
+
+
+def named_tensors(value: Any, name: str, *, max_depth: int = 6,
+                  _depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
+    """Tensors inside nested dicts/lists/tuples of ``value``, named as a user indexes them.
+
+    Example:
+        ``named_tensors({"x": [a, b]}, "batch")`` yields ``("batch['x'][0]", a)`` and
+        ``("batch['x'][1]", b)``.
+    """
+    if isinstance(value, torch.Tensor):
+        yield name, value
+    elif _depth < max_depth and isinstance(value, dict):
+        for k, v in value.items():
+            yield from named_tensors(v, f"{name}[{k!r}]", max_depth=max_depth, _depth=_depth + 1)
+    elif _depth < max_depth and isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from named_tensors(v, f"{name}[{i}]", max_depth=max_depth, _depth=_depth + 1)

@@ -7,11 +7,12 @@ running it: where every parameter, buffer and input lives, and what does not mat
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from torchmem.model.scope import DeviceReport, Placement
+from torchmem.scope._objects import named_tensors
 from torchmem.units import format_bytes
 
 __all__ = ["check_devices"]
@@ -19,17 +20,6 @@ __all__ = ["check_devices"]
 
 def _dtype(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
-
-
-def _inputs(value: Any, name: str, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
-    if isinstance(value, torch.Tensor):
-        yield name, value
-    elif depth < 6 and isinstance(value, dict):
-        for k, v in value.items():
-            yield from _inputs(v, f"{name}[{k!r}]", depth + 1)
-    elif depth < 6 and isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _inputs(v, f"{name}[{i}]", depth + 1)
 
 
 def _summary(by_device: dict[str, list[Placement]]) -> str:
@@ -71,7 +61,7 @@ def check_devices(model: Any = None, *inputs: Any) -> DeviceReport:
             for name, b in model.named_buffers():
                 placements.append(Placement("buffer", name, str(b.device), _dtype(b), b.nbytes))
     for i, value in enumerate(inputs):
-        for name, t in _inputs(value, f"input[{i}]"):
+        for name, t in named_tensors(value, f"input[{i}]"):
             placements.append(Placement("input", name, str(t.device), _dtype(t), t.nbytes))
 
     devices: dict[str, int] = {}

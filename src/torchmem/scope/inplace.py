@@ -31,6 +31,7 @@ import torch
 from torchmem.collect.graph import _saved_attrs, iter_nodes, saved_tensors, storage_key
 from torchmem.errors import InputMutationError, UsageError
 from torchmem.model.scope import InplaceVerdict
+from torchmem.scope._objects import named_tensors
 
 __all__ = ["explain_inplace", "no_input_mutation", "InputMutationWarning"]
 
@@ -174,17 +175,6 @@ class InputMutationWarning(UserWarning):
     """Warned by :func:`no_input_mutation` with ``action="warn"``."""
 
 
-def _named_tensors(value: Any, name: str, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
-    if isinstance(value, torch.Tensor):
-        yield name, value
-    elif depth < 4 and isinstance(value, dict):
-        for k, v in value.items():
-            yield from _named_tensors(v, f"{name}[{k!r}]", depth + 1)
-    elif depth < 4 and isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _named_tensors(v, f"{name}[{i}]", depth + 1)
-
-
 class _Guard:
     """Both a decorator and a context manager (see :func:`no_input_mutation`)."""
 
@@ -226,7 +216,7 @@ class _Guard:
     # -- context form ------------------------------------------------------------------
     def __enter__(self) -> _Guard:
         named = (item for i, v in enumerate(self._tensors)
-                 for item in _named_tensors(v, f"argument {i}"))
+                 for item in named_tensors(v, f"argument {i}", max_depth=4))
         self._before = self._versions(named)
         return self
 
@@ -260,7 +250,7 @@ class _Guard:
                 named = list(bound.arguments.items())
             else:
                 named = [(f"argument {i}", a) for i, a in enumerate(args)] + list(kwargs.items())
-            before = self._versions(item for n, v in named for item in _named_tensors(v, n))
+            before = self._versions(item for n, v in named for item in named_tensors(v, n, max_depth=4))
             result = fn(*args, **kwargs)
             self._check(before, who)
             return result
