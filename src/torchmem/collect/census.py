@@ -41,6 +41,7 @@ from torchmem.collect.live import (
     _storage_device,
     _storage_nbytes,
     _untyped_storage,
+    Storages,
     scan,
 )
 from torchmem.collect.pinning import find_pinned, resolve
@@ -122,11 +123,7 @@ def census(
     try:
         return _build(found, modules, optimizers, max_other, pin_ratio, pin_min_bytes, t0)
     finally:
-        found.tensors.clear()
-        found.grads.clear()
-        found.saved.clear()
-        found.graph_leaves.clear()
-        found.owners.clear()
+        found.clear()
         del found
 
 
@@ -144,102 +141,100 @@ def _build(
     if optimizers is None:
         optimizers = [o for o in found.owners if isinstance(o, torch.optim.Optimizer)]
     found.owners.clear()
-    owned = collect_owned(modules, optimizers, found.grads)
+    # distinct storages: one C-level dict build over the gc-visible tensors' storages
+    tensors = found.tensors
+    unique = Storages(found.storages)
+    gc_keys = unique.keys
+    n_gc = len(gc_keys)
+    owned = collect_owned(modules, optimizers, found.grads, key=unique.key)
     del modules, optimizers
     roles = owned.roles
     for t, node in zip(found.saved, found.saved_by):
-        key = storage_key(t)
-        if key is not None:
-            roles.setdefault(key, (ACTIVATION, f"saved by {node}"))
+        if storage_key(t) is not None:
+            roles.setdefault(unique.key(_untyped_storage(t)), (ACTIVATION, f"saved by {node}"))
 
-    # one entry per storage (C-level): key -> index of one gc-visible tensor viewing it
-    tensors, storages, all_keys = found.tensors, found.storages, found.keys
-    first = dict(zip(all_keys, range(len(all_keys))))
-    gc_dups = len(first) < len(all_keys)
-    # tensors found through owners and graphs: new storages join the columns, the
-    # others are remembered as more views of a known storage
-    more: dict[int, list[Tensor]] = {}
+    # tensors found through owners and graphs: on a storage the gc scan saw (maybe the
+    # very same Python objects), or on a storage only they reach
+    on_gc: list[tuple[Tensor, Any]] = []
+    off_gc: list[tuple[Tensor, Any]] = []
+    only_extra: set[Any] = set()
     for t in chain(owned.tensors, found.extra()):
         try:
             storage = _untyped_storage(t)
         except Exception:  # noqa: BLE001 - sparse/wrapper tensors: no plain storage
             continue
-        key = _storage_cdata(storage)
-        if key not in first:
-            first[key] = len(tensors)
-            tensors.append(t)
-            storages.append(storage)
-            all_keys.append(key)
-        elif tensors[first[key]] is not t:
-            more.setdefault(key, []).append(t)
+        key = unique.key(storage)
+        if key in unique and key not in only_extra:
+            on_gc.append((t, key))
+        else:
+            unique.add(storage)
+            only_extra.add(key)
+            off_gc.append((t, key))
     owned.tensors.clear()
     t = storage = None
-    tensors_seen = len(all_keys) + sum(map(len, more.values()))
 
-    keys = list(first)
-    if len(first) == len(storages):  # every storage seen once: no gather needed
-        nbytes = list(map(_storage_nbytes, storages))
-    else:
-        nbytes = list(map(_storage_nbytes, map(storages.__getitem__, first.values())))
-    if all(map(_is_cpu, tensors)):
+    keys = unique.all_keys()
+    nbytes = list(map(_storage_nbytes, unique.storages()))
+    if all(map(_is_cpu, tensors)) and all(_is_cpu(t) for t, _ in chain(on_gc, off_gc)):
         devices: list[Any] = []
         device_set = {torch.device("cpu")}
     else:
-        devices = list(map(_storage_device, map(storages.__getitem__, first.values())))
+        devices = list(map(_storage_device, unique.storages()))
         device_set = set(devices)
         if any(d.type == "meta" for d in device_set):  # meta tensors own no memory
             keep = [d.type != "meta" for d in devices]
             keys, devices, nbytes = (list(compress(c, keep)) for c in (keys, devices, nbytes))
             device_set = {d for d in device_set if d.type != "meta"}
-            first = {k: first[k] for k in keys}
+            unique.keep(keys)
     n = len(keys)
-    role_of = {k: r for k, (r, _) in roles.items() if k in first}
-
-    def tensors_of(key: int) -> list[Tensor]:
-        out = views.get(key) or [tensors[first[key]]]
-        extra = more.get(key)
-        if extra:
-            ids = {id(v) for v in out}
-            out = out + [v for v in extra if id(v) not in ids]
-        return out
+    role_of = {k: r for k, (r, _) in roles.items() if k in unique}
 
     # per-key lookups for the few storages that get Python-level work, memoised
-    sizes: dict[int, int] = {}
-    places: dict[int, Any] = {}
+    sizes: dict[Any, int] = {}
+    places: dict[Any, Any] = {}
     only_device = next(iter(device_set)) if len(device_set) == 1 else None
 
-    def device_of(key: int) -> Any:
+    def device_of(key: Any) -> Any:
         if only_device is not None:
             return only_device
         dev = places.get(key)
         if dev is None:
-            dev = places[key] = _storage_device(storages[first[key]])
+            dev = places[key] = _storage_device(unique.storage(key))
         return dev
 
-    def nbytes_of(key: int) -> int:
+    def nbytes_of(key: Any) -> int:
         size = sizes.get(key)
         if size is None:
-            size = sizes[key] = int(_storage_nbytes(storages[first[key]]))
+            size = sizes[key] = int(_storage_nbytes(unique.storage(key)))
         return size
 
     # the few storages that get Python-level work: owned, listed, large enough to pin
     listed, omitted_n, omitted_b = _select(keys, nbytes, role_of, max_other, nbytes_of)
     large = [keys[i] for i in compress(range(n), map(le, repeat(pin_min_bytes), nbytes))]
-    views: dict[int, list[Tensor]] = {}
-    if gc_dups:
-        need = set(listed).union(large)
-        for i in compress(range(len(all_keys)), map(need.__contains__, all_keys)):
-            views.setdefault(all_keys[i], []).append(tensors[i])
-        del need
+    # every live tensor viewing those storages: one C-level pass over the gc-visible
+    # tensors, then the tensors found through owners and graphs (each object once)
+    need = set(listed).union(large, [k for _, k in on_gc])
+    views: dict[Any, list[Tensor]] = {}
+    for i in compress(range(n_gc), map(need.__contains__, gc_keys)):
+        views.setdefault(gc_keys[i], []).append(tensors[i])
+    del need
+    extra_new = 0
+    for t, key in chain(on_gc, off_gc):
+        seen = views.setdefault(key, [])
+        if not any(v is t for v in seen):
+            seen.append(t)
+            extra_new += 1
+    on_gc.clear()
+    off_gc.clear()
 
     groups = _groups(nbytes, devices, device_set, role_of, device_of, nbytes_of)
     entries = []
     for key in listed:
-        ts = tensors_of(key)
+        ts = views[key]
         info = roles.get(key)
         entries.append(
             StorageEntry(
-                key=key,
+                key=int(_storage_cdata(unique.storage(key))),
                 nbytes=nbytes_of(key),
                 device=_device_name(device_of(key)),
                 dtype=dtype_name(ts[0].dtype),
@@ -252,19 +247,17 @@ def _build(
     entries.sort(key=lambda e: (-e.nbytes, ROLES.index(e.role), e.name or "", e.key))
 
     ts = None
-    suspects = {key: tensors_of(key) for key in large}
+    suspects = {key: views[key] for key in large}
     check = find_pinned(
         suspects, {k: nbytes_of(k) for k in suspects}, pin_ratio, pin_min_bytes, set(role_of)
     )
     # drop every reference to the user's tensors but check.bases, then resolve
     suspects.clear()
     views.clear()
-    more.clear()
-    for column in (tensors, found.grads, found.grad_owners, found.saved, found.graph_leaves):
-        column.clear()
+    found.clear()
     pinning = [
         PinningView(
-            key=key,
+            key=int(_storage_cdata(unique.storage(key))),
             storage_bytes=nbytes_of(key),
             used_bytes=used,
             shape=shape,
@@ -284,7 +277,7 @@ def _build(
         n_storages=n,
         omitted_storages=omitted_n,
         omitted_bytes=omitted_b,
-        tensors_seen=tensors_seen,
+        tensors_seen=n_gc + extra_new,
         graph_nodes=found.graph_nodes,
         elapsed_s=time.perf_counter() - t0,
     )

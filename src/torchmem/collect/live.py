@@ -41,17 +41,23 @@ from torch import Tensor
 
 from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key
 
-__all__ = ["iter_live_tensors", "live_tensor_bytes", "tensor_types", "LiveScan", "scan"]
+__all__ = [
+    "iter_live_tensors",
+    "live_tensor_bytes",
+    "tensor_types",
+    "LiveScan",
+    "scan",
+    "referrers_list_tensors",
+    "storages_are_unique_objects",
+    "Storages",
+    "classify",
+]
 
 
 
-def _getter(owner: type, name: str) -> Callable[[Any], Any]:
-    """The C getter of attribute ``name`` (skips attribute lookup in ``map``), or an
-    ``attrgetter`` where this torch build defines it elsewhere."""
-    for cls in owner.__mro__:
-        desc = cls.__dict__.get(name)
-        if desc is not None and type(desc).__name__ == "getset_descriptor":
-            return desc.__get__  # type: ignore[no-any-return]
+def _getter(name: str) -> Callable[[Any], Any]:
+    """A C-level reader of attribute ``name``, for ``map``. ``attrgetter`` is about
+    twice as fast as the descriptor's ``__get__`` (no argument tuple per call)."""
     return attrgetter(name)
 
 
@@ -65,14 +71,14 @@ def _method(owner: type, name: str) -> Callable[[Any], Any]:
 
 _StorageBase: type = getattr(torch._C, "StorageBase", torch.UntypedStorage)
 _untyped_storage = _method(Tensor, "untyped_storage")
-_requires_grad = _getter(Tensor, "requires_grad")
-_grad_fn = _getter(Tensor, "grad_fn")
-_grad = _getter(Tensor, "grad")
-_layout = _getter(Tensor, "layout")
-_is_cpu = _getter(Tensor, "is_cpu")
+_requires_grad = _getter("requires_grad")
+_grad_fn = _getter("grad_fn")
+_grad = _getter("grad")
+_layout = _getter("layout")
+_is_cpu = _getter("is_cpu")
 _storage_nbytes = _method(_StorageBase, "nbytes")
-_storage_device = _getter(_StorageBase, "device")
-_storage_cdata = _getter(_StorageBase, "_cdata")
+_storage_device = _getter("device")
+_storage_cdata = _getter("_cdata")
 
 #: classes whose instances own no memory of their own (tracing/compile-time tensors)
 _NO_MEMORY_NAMES = frozenset({"FakeTensor", "FunctionalTensor", "FakeTensorWithNoData"})
@@ -148,14 +154,47 @@ def _storages(tensors: list[Tensor]) -> tuple[list[Tensor], list[Any], list[Tens
     return ok, storages, rest
 
 
+_TRAITS: dict[str, bool] = {}
+
+
+def referrers_list_tensors() -> bool:
+    """Whether ``gc.get_referrers(TensorClass)`` lists *every* live tensor of that class.
+
+    A tensor's ``tp_traverse`` visits its class, so the referrers of the tensor classes
+    are the tensors (plus a few dicts and tuples naming the classes). Before torch
+    reworked PyObject preservation, ``tp_traverse`` returned early for a tensor that C++
+    also held while Python owned it (a leaf saved for backward, a parameter of a pending
+    graph). This checks exactly that case once per process.
+    """
+    ok = _TRAITS.get("referrers")
+    if ok is None:
+        leaf = torch.ones(1, requires_grad=True)
+        out = leaf * leaf  # MulBackward0 saves the leaf; AccumulateGrad holds it too
+        ok = _TRAITS["referrers"] = type(leaf) in gc.get_referents(leaf)
+        del out, leaf
+    return ok
+
+
+def storages_are_unique_objects() -> bool:
+    """Whether torch returns one Python object per live storage (storage PyObject
+    preservation), so storages can be deduplicated by identity. Checked once."""
+    ok = _TRAITS.get("storage_identity")
+    if ok is None:
+        base = torch.zeros(2)
+        first = base.untyped_storage()
+        ok = _TRAITS["storage_identity"] = first is base[1:].untyped_storage()
+        del first, base
+    return ok
+
+
 @dataclass
 class LiveScan:
     """Everything one scan found. Short-lived: it holds tensors, so drop it quickly.
 
     Attributes:
         tensors: gc-visible tensors that have a storage (views included, not deduplicated).
-        storages: untyped storage of each entry in ``tensors`` (same order).
-        keys: storage key of each entry in ``tensors`` (same order).
+        storages: untyped storage of each entry in ``tensors`` (same order); deduplicate
+            them with :class:`Storages`.
         grads: gradients (``.grad``) of parameters and leaf tensors that require grad.
         grad_owners: for each gradient, the tensor whose ``.grad`` it is.
         saved: tensors saved for backward by the pending graphs of live tensors.
@@ -167,7 +206,6 @@ class LiveScan:
 
     tensors: list[Tensor] = field(default_factory=list)
     storages: list[Any] = field(default_factory=list)
-    keys: list[int] = field(default_factory=list)
     grads: list[Tensor] = field(default_factory=list)
     grad_owners: list[Tensor] = field(default_factory=list)
     saved: list[Tensor] = field(default_factory=list)
@@ -182,6 +220,102 @@ class LiveScan:
         yield from self.saved
         yield from self.graph_leaves
 
+    def clear(self) -> None:
+        """Drop every reference to the user's tensors and objects."""
+        for column in (self.tensors, self.storages, self.grads, self.grad_owners,
+                       self.saved, self.graph_leaves, self.owners):
+            column.clear()
+
+
+class Storages:
+    """The distinct storages of one scan, in first-seen order, keyed by identity.
+
+    Where torch keeps one Python object per live storage (torch >= 2.1; checked by
+    :func:`storages_are_unique_objects`) the key is the storage object itself and
+    deduplication is one C-level ``dict.fromkeys``; otherwise the key is the address
+    of the C++ storage (``_cdata``). Holds storages, never tensors.
+
+    Attributes:
+        keys: the key of each storage passed to the constructor (same order).
+    """
+
+    __slots__ = ("keys", "_index", "_by_object")
+
+    def __init__(self, storages: list[Any]) -> None:
+        self._by_object = storages_are_unique_objects()
+        if self._by_object:
+            self.keys: list[Any] = storages
+            self._index: dict[Any, Any] = dict.fromkeys(storages)
+        else:
+            self.keys = list(map(_storage_cdata, storages))
+            self._index = dict(zip(self.keys, storages))
+
+    def key(self, storage: Any) -> Any:
+        """The key of ``storage``."""
+        return storage if self._by_object else _storage_cdata(storage)
+
+    def add(self, storage: Any) -> Any:
+        """Add ``storage`` if it is new; return its key."""
+        key = self.key(storage)
+        if key not in self._index:
+            self._index[key] = None if self._by_object else storage
+        return key
+
+    def storage(self, key: Any) -> Any:
+        """The storage of ``key``."""
+        return key if self._by_object else self._index[key]
+
+    def all_keys(self) -> list[Any]:
+        return list(self._index)
+
+    def storages(self) -> list[Any]:
+        """Every distinct storage."""
+        return list(self._index) if self._by_object else list(self._index.values())
+
+    def keep(self, keys: list[Any]) -> None:
+        """Forget every storage but those of ``keys``."""
+        self._index = {k: self._index[k] for k in keys}
+
+    def clear(self) -> None:
+        self._index.clear()
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._index
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+def _classify_py(objects: list[Any], codes: dict[type, int], n: int) -> list[list[Any]]:
+    """Pure-Python twin of ``torchmem._gcscan.classify``: ``objects`` bucketed by the
+    bucket index ``codes`` gives their exact class (objects of other classes dropped)."""
+    kinds = list(map(type, objects))
+    keep = list(map(codes.__contains__, kinds))
+    cand = list(compress(objects, keep))
+    labels = list(map(codes.__getitem__, compress(kinds, keep)))
+    del kinds, keep
+    if not cand:
+        return [[] for _ in range(n)]
+    first = labels[0]
+    if labels.count(first) == len(labels):  # the usual case: plain tensors only
+        return [cand if k == first else [] for k in range(n)]
+    return [list(compress(cand, map(k.__eq__, labels))) for k in range(n)]
+
+
+def _load_classify() -> Callable[[list[Any], dict[type, int], int], list[list[Any]]]:
+    try:
+        from torchmem._gcscan import classify
+    except ImportError:  # built without a C compiler: the same pass in Python
+        return _classify_py
+    return classify  # type: ignore[no-any-return]
+
+
+#: the class-bucketing pass over gc objects (C where torchmem was built with it)
+classify = _load_classify()
+
+# buckets of :func:`_gc_tensors`
+_PLAIN, _PARAM, _SPECIAL, _SPECIAL_PARAM, _OWNER = range(5)
+
 
 def _gc_tensors(
     plain: frozenset[type],
@@ -192,30 +326,36 @@ def _gc_tensors(
 ) -> tuple[list[Tensor], list[Tensor], list[Any], list[Tensor]]:
     """(plain-class tensors, other-class tensors, owners, parameters) among gc objects.
 
-    One C-level pass over all gc-tracked objects keeps the candidates; the split
-    passes run over the candidates only, and only for the kinds present.
+    Every gc object is listed and :data:`classify` keeps those of the wanted classes.
+    Without the C accelerator and without owners to find, the referrers of the tensor
+    classes are listed instead: a C-level traversal that returns little besides the
+    tensors (see :func:`referrers_list_tensors`), cheaper than classifying every gc
+    object in Python.
     """
     if gc_collect:
         gc.collect()
-    wanted = plain | special | owners
-    objs = gc.get_objects()
+    param_kinds = {c for c in plain | special if issubclass(c, torch.nn.Parameter)}
+    codes: dict[type, int] = {c: _OWNER for c in owners}
+    for c in special:
+        codes[c] = _SPECIAL_PARAM if c in param_kinds else _SPECIAL
+    for c in plain:
+        codes[c] = _PARAM if c in param_kinds else _PLAIN
+    if not owners and classify is _classify_py and referrers_list_tensors():
+        objs = gc.get_referrers(*plain, *special)
+    else:
+        objs = gc.get_objects()
     try:
-        cand = list(compress(objs, map(wanted.__contains__, map(type, objs))))
+        buckets = classify(objs, codes, 5)
     finally:
         del objs
-    is_plain = list(map(plain.__contains__, map(type, cand)))
-    found = list(compress(cand, is_plain))
-    odd: list[Tensor] = []
-    others: list[Any] = []
-    if len(found) < len(cand):  # owners and tensor subclasses: few, split in Python
-        for obj in compress(cand, map(not_, is_plain)):
-            (others if type(obj) in owners else odd).append(obj)
-    params: list[Tensor] = []
-    if with_params:
-        kinds = {torch.nn.Parameter}.union(c for c in special if issubclass(c, torch.nn.Parameter))
-        params = list(compress(cand, map(kinds.__contains__, map(type, cand))))
-    del cand, is_plain
-    return found, odd, others, params
+    found = buckets[_PLAIN]
+    if buckets[_PARAM]:
+        found.extend(buckets[_PARAM])
+    odd = buckets[_SPECIAL] + buckets[_SPECIAL_PARAM]
+    params = buckets[_PARAM] + buckets[_SPECIAL_PARAM] if with_params else []
+    owners_found = buckets[_OWNER]
+    buckets.clear()
+    return found, odd, owners_found, params
 
 
 def scan(
@@ -233,8 +373,8 @@ def scan(
         owner_types: also collect the gc-tracked objects of exactly these classes
             (e.g. module and optimizer classes) into ``owners``, in the same pass.
         frozen_grads: also read ``.grad`` of parameters that no longer require grad
-            (one more pass over the tensors; callers that read the parameters' gradients
-            through their modules can skip it).
+            (one more pass over the parameters; callers that read the parameters'
+            gradients through their modules can skip it).
 
     Returns:
         A :class:`LiveScan`. It holds tensors: use it and drop it before returning to
@@ -256,9 +396,8 @@ def scan(
     del odd, no_storage
     result.tensors = found
     result.storages = storages
-    result.keys = list(map(_storage_cdata, storages))
 
-    needs_grad = list(compress(result.tensors, map(_requires_grad, result.tensors)))
+    needs_grad = list(compress(found, map(_requires_grad, found)))
     roots: dict[int, Any] = {}
     for t in needs_grad:
         fn = _grad_fn(t)
@@ -348,16 +487,21 @@ def live_tensor_bytes(include_graphs: bool = True, gc_collect: bool = False) -> 
         True
     """
     found = scan(include_graphs=include_graphs, gc_collect=gc_collect)
-    first: dict[int, Any] = dict(zip(found.keys, found.storages))
+    unique = Storages(found.storages)
     for t in found.extra():
-        key = storage_key(t)
-        if key is not None and key not in first:
-            first[key] = _untyped_storage(t)
+        try:
+            unique.add(_untyped_storage(t))
+        except Exception:  # noqa: BLE001 - sparse/wrapper tensors: no plain storage
+            continue
+    all_cpu = all(map(_is_cpu, found.tensors)) and all(map(_is_cpu, found.extra()))
     t = None
+    found.clear()
     del found
-    storages = list(first.values())
-    first.clear()
+    storages = unique.storages()
+    unique.clear()
     sizes = list(map(_storage_nbytes, storages))
+    if all_cpu:
+        return {"cpu": sum(sizes)} if sizes else {}
     devices = list(map(_storage_device, storages))
     del storages
     kinds = set(devices)

@@ -14,13 +14,13 @@ tensors. Everything returned is dropped by the caller before the census returns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 from torch import Tensor
 
 from torchmem.collect.graph import storage_key
-from torchmem.collect.live import _grad
+from torchmem.collect.live import _grad, _storage_cdata, _untyped_storage
 
 __all__ = ["subclasses_of", "owner_types", "Owned", "collect_owned", "root_modules"]
 
@@ -50,21 +50,22 @@ class Owned:
     """Tensors that known owners hold, with their roles. Short-lived: holds tensors.
 
     Attributes:
-        roles: storage key -> (role index, name), highest-precedence role first wins.
+        roles: storage key -> (role index, name); the highest-precedence role, added
+            first, wins. The key is ``key(storage)``: the storage address by default,
+            or a :class:`~torchmem.collect.live.Storages` key.
         tensors: every owner-held tensor, for storages no gc scan sees (C++-only grads).
         keys: storage key of each entry of ``tensors``.
     """
 
-    roles: dict[int, tuple[int, str | None]] = field(default_factory=dict)
+    roles: dict[Any, tuple[int, str | None]] = field(default_factory=dict)
     tensors: list[Tensor] = field(default_factory=list)
-    keys: list[int] = field(default_factory=list)
+    keys: list[Any] = field(default_factory=list)
+    key: Callable[[Any], Any] = _storage_cdata
 
     def add(self, t: Any, role: int, name: str | None) -> None:
-        if not isinstance(t, Tensor):
+        if not isinstance(t, Tensor) or storage_key(t) is None:  # sparse, nested, meta
             return
-        key = storage_key(t)
-        if key is None:
-            return
+        key = self.key(_untyped_storage(t))
         self.roles.setdefault(key, (role, name))
         self.tensors.append(t)
         self.keys.append(key)
@@ -99,6 +100,7 @@ def collect_owned(
     modules: Iterable[torch.nn.Module] | Mapping[str, torch.nn.Module],
     optimizers: Iterable[torch.optim.Optimizer],
     leaf_grads: Iterable[Tensor] = (),
+    key: Callable[[Any], Any] = _storage_cdata,
 ) -> Owned:
     """Roles and names of the storages that modules and optimizers hold.
 
@@ -106,11 +108,12 @@ def collect_owned(
         modules: modules (their roots are named from ``""``), or ``{prefix: module}``.
         optimizers: optimizers whose state tensors and parameters to classify.
         leaf_grads: extra gradients (of leaf tensors outside any module).
+        key: the storage key for :attr:`Owned.roles` (default: the storage address).
 
     Returns:
         An :class:`Owned`; drop it before returning to user code.
     """
-    owned = Owned()
+    owned = Owned(key=key)
     pname: dict[int, str] = {}  # id(param) -> name; params stay alive during the call
     params: list[tuple[str, Tensor]] = []
     buffers: list[tuple[str, Tensor]] = []
