@@ -312,3 +312,31 @@ def test_groups_split_by_device_and_role() -> None:
     c = Census(groups=groups)
     assert c.bytes_by_device() == {"cpu": 500, "cuda:0": 1000}
     assert c.bytes_by_role()["other"] == 900
+
+
+def test_same_census_without_accelerator_or_storage_objects(
+    trained: tuple[Net, torch.optim.Adam], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pure-Python class pass and the by-address storage keys give the same census."""
+    from torchmem.collect import live
+
+    model, _ = trained
+    x = torch.randn(4, 16)
+    pending = model(x).sum()  # saved activations on top of the trained model
+    big = torch.randn(100, 100)
+    pin = big[0, :2]
+    del big
+
+    def plain(c: Census) -> dict[str, object]:
+        d = c.to_dict()
+        d.pop("elapsed_s")
+        return d
+
+    gc.collect()
+    expected = plain(torchmem.census(max_other=None))
+    assert expected["pinning_views"] and expected["n_storages"]
+    monkeypatch.setattr(live, "classify", live._classify_py)
+    assert plain(torchmem.census(max_other=None)) == expected
+    monkeypatch.setitem(live._TRAITS, "storage_identity", False)
+    assert plain(torchmem.census(max_other=None)) == expected
+    del pending, pin

@@ -147,3 +147,84 @@ def test_cuda_bytes_match_allocator() -> None:
     assert live_tensor_bytes()["cuda:0"] - before == 4 << 20
     assert torch.cuda.memory_allocated() - base == 4 << 20
     del x
+
+
+def _zoo() -> dict[str, object]:
+    """Tensors in every situation a scan must handle, including those C++ also holds."""
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: object, a: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(a)  # type: ignore[attr-defined]
+            return a * 2
+
+        @staticmethod
+        def backward(ctx: object, g: torch.Tensor) -> torch.Tensor:
+            return g * 2
+
+    class Tagged(torch.Tensor):
+        pass
+
+    leaf = torch.randn(3, requires_grad=True)
+    lin = torch.nn.Linear(4, 4)
+    base = torch.randn(100)
+    zoo: dict[str, object] = {
+        "leaf": leaf,
+        "saved": leaf * leaf,  # the leaf is saved for backward: C++ holds it too
+        "lin": lin,
+        "pending": lin(torch.randn(2, 4)).sum(),  # parameters held by AccumulateGrad
+        "view": base[:2],  # its base is held by the view only
+        "custom": Double.apply(torch.randn(5, requires_grad=True)),
+        "tagged": torch.zeros(3).as_subclass(Tagged),
+        "param": torch.nn.Parameter(torch.zeros(2)),
+        "sparse": torch.eye(3).to_sparse(),
+    }
+    del base
+    return zoo
+
+
+def test_referrer_scan_finds_what_the_object_scan_finds() -> None:
+    from torchmem.collect.live import _gc_tensors, referrers_list_tensors
+
+    if not referrers_list_tensors():
+        pytest.skip("this torch hides tensors that C++ also holds from tp_traverse")
+    zoo = _zoo()
+    plain, special = tensor_types()
+    via_objects = _gc_tensors(plain, special, frozenset(), False, via="objects")
+    via_referrers = _gc_tensors(plain, special, frozenset(), False, via="referrers")
+    for a, b in zip(via_objects, via_referrers):
+        assert {id(t) for t in a} == {id(t) for t in b}
+    assert any(t is zoo["leaf"] for t in via_referrers[0])
+    assert any(t is zoo["tagged"] for t in via_referrers[1])
+    del via_objects, via_referrers, zoo
+
+
+def test_c_and_python_classify_agree() -> None:
+    from torchmem.collect import live
+
+    if live.classify is live._classify_py:
+        pytest.skip("torchmem was built without its C accelerator")
+    zoo = _zoo()
+    codes = {torch.Tensor: 0, torch.nn.Parameter: 1, torch.nn.Linear: 2}
+    objs = gc.get_objects()
+    fast = live.classify(objs, codes, 3)
+    slow = live._classify_py(objs, codes, 3)
+    del objs
+    assert [[id(o) for o in b] for b in fast] == [[id(o) for o in b] for b in slow]
+    assert any(o is zoo["lin"] for o in fast[2])
+    with pytest.raises(ValueError, match="range"):
+        live.classify([zoo["lin"]], {torch.nn.Linear: 3}, 3)
+    del fast, slow, zoo
+
+
+def test_live_bytes_are_the_same_on_every_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmem.collect import live
+
+    zoo = _zoo()
+    gc.collect()
+    expected = live_tensor_bytes()
+    monkeypatch.setattr(live, "classify", live._classify_py)  # as built without a compiler
+    assert live_tensor_bytes() == expected
+    monkeypatch.setitem(live._TRAITS, "storage_identity", False)  # torch < 2.1: by address
+    assert live_tensor_bytes() == expected
+    del zoo

@@ -230,7 +230,7 @@ def _build(
     groups = _groups(nbytes, devices, device_set, role_of, device_of, nbytes_of)
     entries = []
     for key in listed:
-        ts = views[key]
+        ts = sorted(views[key], key=_view_order)  # largest view first, whatever gc order
         info = roles.get(key)
         entries.append(
             StorageEntry(
@@ -281,6 +281,10 @@ def _build(
         graph_nodes=found.graph_nodes,
         elapsed_s=time.perf_counter() - t0,
     )
+
+
+def _view_order(t: Tensor) -> tuple[int, tuple[int, ...], str]:
+    return (-t.numel(), tuple(t.shape), str(t.dtype))
 
 
 def _groups(

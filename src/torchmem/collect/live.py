@@ -323,6 +323,7 @@ def _gc_tensors(
     owners: frozenset[type],
     gc_collect: bool,
     with_params: bool = True,
+    via: str | None = None,
 ) -> tuple[list[Tensor], list[Tensor], list[Any], list[Tensor]]:
     """(plain-class tensors, other-class tensors, owners, parameters) among gc objects.
 
@@ -330,7 +331,7 @@ def _gc_tensors(
     Without the C accelerator and without owners to find, the referrers of the tensor
     classes are listed instead: a C-level traversal that returns little besides the
     tensors (see :func:`referrers_list_tensors`), cheaper than classifying every gc
-    object in Python.
+    object in Python. ``via`` (``"objects"`` or ``"referrers"``) forces one way.
     """
     if gc_collect:
         gc.collect()
@@ -340,7 +341,10 @@ def _gc_tensors(
         codes[c] = _SPECIAL_PARAM if c in param_kinds else _SPECIAL
     for c in plain:
         codes[c] = _PARAM if c in param_kinds else _PLAIN
-    if not owners and classify is _classify_py and referrers_list_tensors():
+    if via is None:
+        cheaper = not owners and classify is _classify_py and referrers_list_tensors()
+        via = "referrers" if cheaper else "objects"
+    if via == "referrers":
         objs = gc.get_referrers(*plain, *special)
     else:
         objs = gc.get_objects()

@@ -58,8 +58,8 @@ class StorageEntry(Record):
             while that storage lives; use it to match entries of one census.
         nbytes: bytes of the whole storage.
         device: ``"cpu"``, ``"cuda:0"``...
-        dtype: ``"float32"``... (dtype of the tensors viewing it; the first one seen).
-        shapes: distinct shapes of the live tensors viewing this storage.
+        dtype: ``"float32"``... (dtype of the largest live tensor viewing it).
+        shapes: distinct shapes of the live tensors viewing this storage, largest first.
         role: one of :data:`ROLES`.
         name: who owns it, e.g. ``"encoder.fc1.weight"``, ``"grad of fc.bias"``,
             ``"exp_avg of fc.weight"``, ``"saved by AddmmBackward0"``; None if unknown.
