@@ -228,3 +228,15 @@ def test_live_bytes_are_the_same_on_every_path(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(live._TRAITS, "storage_identity", False)  # torch < 2.1: by address
     assert live_tensor_bytes() == expected
     del zoo
+
+
+def test_frozen_objects_are_announced() -> None:
+    x = torch.zeros(1000)
+    gc.freeze()
+    try:
+        with pytest.warns(RuntimeWarning, match="gc.freeze"):
+            frozen = live_tensor_bytes()
+    finally:
+        gc.unfreeze()
+    assert frozen.get("cpu", 0) < live_tensor_bytes()["cpu"]  # x was frozen, then seen
+    del x

@@ -6,13 +6,14 @@ classifies each storage (:mod:`torchmem.collect.roles`) and finds views that pin
 larger storage. It returns a :class:`~torchmem.model.census.Census` of plain data and
 holds none of the user's tensors afterwards.
 
-Cost: O(O + T + S + N): one gc scan over all O gc-tracked objects (~0.25 us each), about
-ten C-level passes over the T live tensors (~1 us per tensor in total), a few us for
-each of the S storages that get Python-level work (owned by a module, optimizer or
-graph; listed; at least ``pin_min_bytes`` large) and 2-5 us per autograd node walked
-(figures from a shared 2-core machine). Per-tensor work is ``map``/``compress`` over C
-functions, never a Python loop. Measured by ``benchmarks/census.py``
-(see ``docs/census.md``). Memory held during the call: a few lists of length T.
+Cost: O(O + T + S + N): one gc listing and class pass over all O gc-tracked objects (a
+few ns each with the C pass), about seven C-level passes over the T live tensors (~0.5 us
+per tensor in all), a few us for each of the S storages that get Python-level work
+(owned by a module, optimizer or graph; listed; at least ``pin_min_bytes`` large) and
+2-5 us per autograd node walked (figures from a shared 2-core machine). Per-tensor work
+is ``map``/``compress`` over C functions, never a Python loop. Measured by
+``benchmarks/census.py`` (see ``docs/census.md``). Memory held during the call: a few
+lists of length T.
 
 Known limitations:
     * The live-tensor limits of :mod:`torchmem.collect.live` apply (tensors only C++

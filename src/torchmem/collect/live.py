@@ -10,10 +10,13 @@ live tensor that requires grad (:mod:`torchmem.collect.graph`).
 Exact live tensor bytes on CPU are the sum of the unique storages' ``nbytes`` over all of
 them: :func:`live_tensor_bytes`.
 
-Cost: one :func:`gc.get_objects` call (proportional to *all* gc-tracked objects, O),
-then a handful of C-level passes over the T tensors found (type filter, storage id,
-``requires_grad``, device), each ~60-150 ns per tensor, plus a graph walk of ~2-5 us per
-node of pending graphs. Nothing is kept after a call returns. See ``benchmarks/census.py``.
+Cost: one :func:`gc.get_objects` call and one pass that buckets the objects by exact
+class (C in ``torchmem._gcscan`` where it was built, a few ns an object; the same pass in
+Python otherwise), then a handful of C-level passes over the T tensors found (storage,
+``requires_grad``, device, dedupe, ``nbytes``), each ~60-150 ns per tensor, plus a graph
+walk of ~2-5 us per node of pending graphs. Nothing is kept after a call returns, but
+torch keeps the Python object of every storage it was asked for as long as the storage
+lives (~110 bytes each). See ``benchmarks/census.py``.
 
 Known limitations:
     * Tensors held only by C++ objects other than autograd graphs and ``.grad`` (e.g. a
@@ -24,6 +27,8 @@ Known limitations:
     * Saved tensors packed by ``saved_tensors_hooks`` are counted as what the unpack hook
       returns, and the hook runs; saved tensors that an in-place op invalidated cannot be
       read and are not counted.
+    * Objects frozen by :func:`gc.freeze` are in no gc listing: tensors among them are
+      not counted, and a scan warns (``RuntimeWarning``) while any object is frozen.
     * Fake and meta tensors own no memory and are skipped; sparse COO/CSR tensors are
       reported through their component tensors (indices and values).
 """
@@ -31,6 +36,8 @@ Known limitations:
 from __future__ import annotations
 
 import gc
+import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_, methodcaller, not_
@@ -288,18 +295,34 @@ class Storages:
 
 def _classify_py(objects: list[Any], codes: dict[type, int], n: int) -> list[list[Any]]:
     """Pure-Python twin of ``torchmem._gcscan.classify``: ``objects`` bucketed by the
-    bucket index ``codes`` gives their exact class (objects of other classes dropped)."""
+    bucket index ``codes`` gives their exact class (objects of other classes dropped).
+
+    Three C-level passes over ``objects``; then the candidates of the most common class
+    (plain tensors, in a census) go to their bucket in one pass, and the others (few:
+    parameters, modules, optimizers) one by one.
+    """
+    out: list[list[Any]] = [[] for _ in range(n)]
     kinds = list(map(type, objects))
     keep = list(map(codes.__contains__, kinds))
     cand = list(compress(objects, keep))
-    labels = list(map(codes.__getitem__, compress(kinds, keep)))
+    ckinds = list(compress(kinds, keep))
     del kinds, keep
     if not cand:
-        return [[] for _ in range(n)]
-    first = labels[0]
-    if labels.count(first) == len(labels):  # the usual case: plain tensors only
-        return [cand if k == first else [] for k in range(n)]
-    return [list(compress(cand, map(k.__eq__, labels))) for k in range(n)]
+        return out
+
+    def bucket(cls: type) -> list[Any]:
+        k = codes[cls]
+        if not 0 <= k < n:
+            raise ValueError(f"classify: bucket {k} is not in range({n})")
+        return out[k]
+
+    top = Counter(ckinds[:: max(len(ckinds) // 512, 1)]).most_common(1)[0][0]  # a sample
+    is_top = list(map(is_, ckinds, repeat(top)))
+    bucket(top).extend(compress(cand, is_top))
+    other = list(map(not_, is_top))
+    for obj, cls in zip(compress(cand, other), compress(ckinds, other)):
+        bucket(cls).append(obj)
+    return out
 
 
 def _load_classify() -> Callable[[list[Any], dict[type, int], int], list[list[Any]]]:
@@ -362,6 +385,18 @@ def _gc_tensors(
     return found, odd, owners_found, params
 
 
+def _warn_if_frozen() -> None:
+    frozen = gc.get_freeze_count()
+    if frozen:
+        warnings.warn(
+            f"torchmem: {frozen} objects were frozen by gc.freeze(); no gc listing sees "
+            "them, so tensors among them are not counted (gc.unfreeze() makes them "
+            "visible again)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
 def scan(
     *,
     include_graphs: bool = True,
@@ -385,6 +420,7 @@ def scan(
         user code.
     """
     plain, special = tensor_types()
+    _warn_if_frozen()
     found, odd, owners, params = _gc_tensors(plain, special, owner_types, gc_collect, frozen_grads)
     result = LiveScan(owners=owners)
     found, storages, no_storage = _storages(found)
