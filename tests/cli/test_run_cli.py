@@ -90,3 +90,19 @@ def test_version_and_help():
     out = torchmem("--help", cwd=here).stdout
     for command in ("doctor", "run", "report", "lint"):
         assert command in out
+
+
+@pytest.mark.parametrize("command", ["run", "doctor"])
+def test_broken_script_is_reported_before_torch_is_imported(tmp_path, command):
+    """The one-line error comes first: no torch import (and none of its warnings)."""
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    code = (
+        "import sys\n"
+        "from torchmem.cli import main\n"
+        f"rc = main([{command!r}, 'broken.py'])\n"
+        "print(rc, 'torch' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.split() == ["2", "False"], proc.stderr
+    assert proc.stderr.startswith(f"torchmem {command}: error: syntax error")

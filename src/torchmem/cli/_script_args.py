@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from torchmem.doctor.target import Target
+from torchmem.doctor.target import Target, load_target
 from torchmem.errors import UsageError
 
 __all__ = ["add_target_arguments", "parse_with_target"]
@@ -71,3 +71,15 @@ def parse_with_target(parser: argparse.ArgumentParser,
         parser.print_usage()
         raise UsageError("expected a script to run, e.g. 'train.py' or '-m pkg.train'")
     return namespace, target
+
+
+def check_target(target: Target) -> None:
+    """Report a missing, unreadable, undecodable or broken script file now: call it after
+    the options are checked and before torch is imported, so the one-line error comes at
+    once and without whatever torch prints while importing.
+
+    Raises:
+        InputError: see :func:`torchmem.doctor.target.load_target`.
+    """
+    if target.path is not None:
+        load_target(target)

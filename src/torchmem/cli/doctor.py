@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from torchmem.cli._script_args import add_target_arguments, parse_with_target
+from torchmem.cli._script_args import add_target_arguments, check_target, parse_with_target
 from torchmem.errors import UsageError
 
 SUMMARY = "run a script, find why memory grows, name the culprit and the fix"
@@ -78,6 +78,7 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
                              "lacks; expected torchmem.report.html",
                              tip="use --json FILE and 'torchmem report FILE --html OUT'") from None
 
+    check_target(target)
     from torchmem.cli.run import save_capture
     from torchmem.doctor.probe import DoctorProbe
     from torchmem.doctor.runner import run_script

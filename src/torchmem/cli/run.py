@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from torchmem.cli._script_args import add_target_arguments, parse_with_target
+from torchmem.cli._script_args import add_target_arguments, check_target, parse_with_target
 from torchmem.errors import UsageError
 from torchmem.model.capture import Capture
 
@@ -44,6 +44,7 @@ def main(argv: Sequence[str], prog: str = "torchmem run") -> int:
         raise UsageError(f"--steps must be at least 1; got {args.steps}")
     if args.interval < 0:
         raise UsageError(f"--interval must be >= 0 seconds; got {args.interval}")
+    check_target(target)
 
     from torchmem.doctor.runner import run_script
 
