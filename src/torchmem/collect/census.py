@@ -150,6 +150,7 @@ def _build(
     owned = collect_owned(modules, optimizers, found.grads, key=unique.key)
     del modules, optimizers
     roles = owned.roles
+    t: Any = None
     for t, node in zip(found.saved, found.saved_by):
         if storage_key(t) is not None:
             roles.setdefault(unique.key(_untyped_storage(t)), (ACTIVATION, f"saved by {node}"))
@@ -159,6 +160,7 @@ def _build(
     on_gc: list[tuple[Tensor, Any]] = []
     off_gc: list[tuple[Tensor, Any]] = []
     only_extra: set[Any] = set()
+    storage: Any = None
     for t in chain(owned.tensors, found.extra()):
         try:
             storage = _untyped_storage(t)
@@ -230,6 +232,7 @@ def _build(
 
     groups = _groups(nbytes, devices, device_set, role_of, device_of, nbytes_of)
     entries = []
+    ts: Any = None
     for key in listed:
         ts = sorted(views[key], key=_view_order)  # largest view first, whatever gc order
         info = roles.get(key)

@@ -105,9 +105,10 @@ def tensor_types() -> tuple[frozenset[type], frozenset[type]]:
         plain.add(buffer_cls)
     special: set[type] = set()
     stack: list[type] = [Tensor]
+    sub: type
     while stack:
         cls = stack.pop()
-        for sub in type.__subclasses__(cls):
+        for sub in cls.__subclasses__():
             if sub in plain or sub in special:
                 continue
             stack.append(sub)
@@ -528,6 +529,7 @@ def live_tensor_bytes(include_graphs: bool = True, gc_collect: bool = False) -> 
     """
     found = scan(include_graphs=include_graphs, gc_collect=gc_collect)
     unique = Storages(found.storages)
+    t: Any = None
     for t in found.extra():
         try:
             unique.add(_untyped_storage(t))

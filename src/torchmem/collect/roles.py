@@ -32,8 +32,9 @@ def subclasses_of(base: type) -> set[type]:
     """``base`` and every class deriving from it that exists now."""
     out = {base}
     stack = [base]
+    sub: type
     while stack:
-        for sub in type.__subclasses__(stack.pop()):
+        for sub in stack.pop().__subclasses__():
             if sub not in out:
                 out.add(sub)
                 stack.append(sub)
@@ -139,8 +140,8 @@ def collect_owned(
         owned.add(b, BUFFER, name)
     for name, p in params:
         owned.add(_grad(p), GRADIENT, f"grad of {name}")
-    for g in leaf_grads:
-        owned.add(g, GRADIENT, None)
+    for leaf_grad in leaf_grads:
+        owned.add(leaf_grad, GRADIENT, None)
     for opt in opts:
         state = getattr(opt, "state", None)
         if not isinstance(state, Mapping):
