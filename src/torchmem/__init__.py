@@ -59,6 +59,9 @@ _LAZY: dict[str, str] = {
     "find_batch_size": "torchmem.optimize.batch_size",
     "LazyDataset": "torchmem.optimize.data",
     "check_dataloader": "torchmem.optimize.data",
+    # plan
+    "estimate": "torchmem.plan.estimate",
+    "Estimate": "torchmem.model.estimate",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
