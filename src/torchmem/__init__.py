@@ -62,6 +62,9 @@ _LAZY: dict[str, str] = {
     # plan
     "estimate": "torchmem.plan.estimate",
     "Estimate": "torchmem.model.estimate",
+    "checkpointed": "torchmem.plan.estimate",
+    "plan_checkpoints": "torchmem.plan.checkpoint",
+    "CheckpointPlan": "torchmem.model.estimate",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from torchmem.model._serde import Record
 from torchmem.units import format_bytes
 
-__all__ = ["ESTIMATE_SCHEMA_VERSION", "PhaseEstimate", "ModuleEstimate", "Estimate"]
+__all__ = [
+    "ESTIMATE_SCHEMA_VERSION",
+    "PhaseEstimate",
+    "ModuleEstimate",
+    "Estimate",
+    "CheckpointTrial",
+    "CheckpointPlan",
+]
 
 #: Version of :meth:`Estimate.to_dict` output.
 ESTIMATE_SCHEMA_VERSION = 1
@@ -136,4 +143,50 @@ class Estimate(Record):
         return (
             f"Estimate(peak {format_bytes(self.peak_bytes)} on {self.device}"
             f"{': ' + parts if parts else ''}{at})"
+        )
+
+
+@dataclass(frozen=True)
+class CheckpointTrial(Record):
+    """One candidate set tried by the planner and the peak it was estimated at."""
+
+    checkpoint: tuple[str, ...]
+    peak_bytes: int
+
+
+@dataclass(frozen=True)
+class CheckpointPlan(Record):
+    """Which submodules to run under activation checkpointing to fit a memory budget.
+
+    Attributes:
+        budget_bytes: the peak asked for.
+        checkpoint: module names to checkpoint (``torchmem.checkpointed(model, ...)``),
+            the fewest the greedy search needed, largest activations first.
+        peak_before: estimated peak without checkpointing.
+        peak_after: estimated peak with ``checkpoint``.
+        fits: whether ``peak_after <= budget_bytes``; when False, ``checkpoint`` is every
+            candidate and ``peak_after`` the lowest peak checkpointing reaches.
+        candidates: the modules the search could choose from.
+        trials: every set tried, in order.
+    """
+
+    budget_bytes: int
+    checkpoint: tuple[str, ...]
+    peak_before: int
+    peak_after: int
+    fits: bool
+    candidates: tuple[str, ...] = ()
+    trials: tuple[CheckpointTrial, ...] = ()
+
+    @property
+    def saved_bytes(self) -> int:
+        """Estimated peak bytes the plan saves."""
+        return self.peak_before - self.peak_after
+
+    def __repr__(self) -> str:
+        verdict = "fits" if self.fits else "does not fit"
+        return (
+            f"CheckpointPlan({verdict} {format_bytes(self.budget_bytes)}: checkpoint "
+            f"{list(self.checkpoint)}, peak {format_bytes(self.peak_before)} -> "
+            f"{format_bytes(self.peak_after)})"
         )

@@ -11,7 +11,8 @@ machine lacks when torch was built for it (``device="cuda"`` with a CUDA build o
 and no GPU).
 
 Nothing of the user's is changed: the model's parameters are swapped for fakes only
-for the duration of the call (``torch.func.functional_call``), the optimizer given is
+for the duration of the call (torch's own reparametrization, as in
+``torch.func.functional_call``), the optimizer given is
 only read (a fresh one of the same class and hyperparameters runs on the fakes), and
 the hooks that attribute memory to modules are removed before returning, on error too.
 
@@ -33,8 +34,9 @@ Known limitations:
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -44,7 +46,7 @@ from torchmem.collect._engine import engine
 from torchmem.errors import DeviceError, UsageError
 from torchmem.model.estimate import Estimate, ModuleEstimate, PhaseEstimate
 
-__all__ = ["estimate"]
+__all__ = ["estimate", "checkpointed"]
 
 _TIP = "see docs/estimate.md for what an estimate can run"
 
@@ -175,6 +177,7 @@ def estimate(
     device: str | torch.device | None = None,
     grad: bool = True,
     per_module: bool = True,
+    checkpoint: Iterable[str] = (),
 ) -> Estimate:
     """Estimate the peak memory of ``steps`` training (or inference) steps.
 
@@ -197,6 +200,8 @@ def estimate(
             build of torch); default: where the model's parameters are.
         grad: False runs the forward under ``torch.no_grad()`` (inference; no backward).
         per_module: also attribute the forward's memory to each module.
+        checkpoint: names of submodules (as in ``named_modules()``) to simulate under
+            activation checkpointing (see :func:`checkpointed`).
 
     Returns:
         An :class:`~torchmem.model.estimate.Estimate` (plain data).
@@ -216,7 +221,7 @@ def estimate(
         8396808
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.func import functional_call
+    from torch.nn.utils.stateless import _reparametrize_module
 
     if not isinstance(model, nn.Module):
         raise UsageError(
@@ -270,7 +275,7 @@ def estimate(
     fake_params = [state[n] for n, _ in named_params]
 
     notes: list[str] = []
-    grads = opt_state = activations = 0
+    parts = {"gradients": 0, "optimizer_state": 0, "activations": 0}
     modules: list[ModuleEstimate] = []
     opt_name = type(optimizer).__name__ if optimizer is not None else None
     with mode:
@@ -282,46 +287,10 @@ def estimate(
             if optimizer is not None:  # subclasses take (params, **hyperparameters)
                 opt_cls: Any = type(optimizer)
                 opt = opt_cls(_optimizer_groups(optimizer, fakes))
-            for step in range(1, steps + 1):
-                phases.start()
-                before = phases.live()
-                with torch.set_grad_enabled(grad):
-                    out = functional_call(model, state, args, tie_weights=True, strict=False)
-                    loss = None
-                    if loss_fn is not None:
-                        loss = loss_fn(out, fake_target) if target is not None else loss_fn(out)
-                if meter is not None:
-                    meter.active = False  # modules are attributed on the first step only
-                end = phases.end(step, "forward")
-                if step == 1:
-                    activations = end - before
-                if loss is not None:
-                    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-                        raise UsageError(
-                            "torchmem.estimate: loss_fn must return a one-element tensor",
-                            tip=_TIP,
-                        )
-                    del out
-                    phases.start()
-                    loss.backward()
-                    del loss
-                    phases.end(step, "backward")
-                    if step == 1:
-                        grads = _unique_bytes(p.grad for p in fake_params)
-                    if opt is not None:
-                        phases.start()
-                        opt.step()
-                        if step == 1:
-                            opt_state = _unique_bytes(
-                                v for s in opt.state.values() for v in s.values()
-                            )
-                        opt.zero_grad()
-                        phases.end(step, "optimizer")
-                    else:
-                        for p in fake_params:
-                            p.grad = None
-                else:
-                    del out, loss
+            with _reparametrize_module(model, state, tie_weights=True, strict=False), \
+                    checkpointed(model, checkpoint):
+                _steps(model, args, fake_target, target is not None, loss_fn, opt, steps, grad,
+                       phases, meter, fake_params, parts)
         except UsageError:
             raise
         except Exception as err:  # noqa: BLE001 - fake-tensor limits become one clear line
@@ -342,9 +311,9 @@ def estimate(
         parameter_bytes=param_bytes,
         buffer_bytes=buffer_bytes,
         input_bytes=input_bytes,
-        gradient_bytes=grads,
-        optimizer_state_bytes=opt_state,
-        activation_bytes=activations,
+        gradient_bytes=parts["gradients"],
+        optimizer_state_bytes=parts["optimizer_state"],
+        activation_bytes=parts["activations"],
         phases=tuple(rows),
         modules=tuple(modules),
         steps=steps,
@@ -353,6 +322,107 @@ def estimate(
         notes=tuple(notes),
         elapsed_s=time.perf_counter() - t0,
     )
+
+
+def _steps(
+    model: nn.Module,
+    args: Any,
+    target: Any,
+    has_target: bool,
+    loss_fn: Callable[..., torch.Tensor] | None,
+    opt: Any,
+    steps: int,
+    grad: bool,
+    phases: _Phases,
+    meter: _ModuleMeter | None,
+    params: list[torch.Tensor],
+    parts: dict[str, int],
+) -> None:
+    """Run the simulated steps on fake tensors, recording phases and the step's parts."""
+    for step in range(1, steps + 1):
+        phases.start()
+        before = phases.live()
+        with torch.set_grad_enabled(grad):
+            out = model(*args)
+            loss = None
+            if loss_fn is not None:
+                loss = loss_fn(out, target) if has_target else loss_fn(out)
+        if meter is not None:
+            meter.active = False  # modules are attributed on the first step only
+        end = phases.end(step, "forward")
+        if step == 1:
+            parts["activations"] = end - before
+        del out
+        if loss is None:
+            continue
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise UsageError(
+                "torchmem.estimate: loss_fn must return a one-element tensor", tip=_TIP
+            )
+        phases.start()
+        loss.backward()
+        del loss
+        phases.end(step, "backward")
+        if step == 1:
+            parts["gradients"] = _unique_bytes(p.grad for p in params)
+        if opt is None:
+            for p in params:
+                p.grad = None
+            continue
+        phases.start()
+        opt.step()
+        if step == 1:
+            parts["optimizer_state"] = _unique_bytes(
+                v for s in opt.state.values() for v in s.values()
+            )
+        opt.zero_grad()
+        phases.end(step, "optimizer")
+
+
+@contextlib.contextmanager
+def checkpointed(model: nn.Module, names: Iterable[str]) -> Iterator[None]:
+    """Run the named submodules of ``model`` under activation checkpointing meanwhile.
+
+    Each module's ``forward`` goes through ``torch.utils.checkpoint.checkpoint(...,
+    use_reentrant=False)``: its activations are dropped after the forward and recomputed
+    during backward. Restored on exit, on error too.
+
+    Raises:
+        UsageError: a name that is not a submodule of ``model``.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    wanted = list(dict.fromkeys(names))
+    found = dict(model.named_modules())
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        raise UsageError(
+            f"torchmem: no submodule named {missing[0]!r} to checkpoint; expected a name "
+            "from model.named_modules()",
+            tip="names look like 'encoder.layers.3'; '' is the model itself",
+        )
+    saved: list[tuple[nn.Module, Any]] = []
+    try:
+        for name in wanted:
+            module = found[name]
+            own = module.__dict__.get("forward", _ABSENT)
+            inner = module.forward
+
+            def forward(*a: Any, _inner: Any = inner, **k: Any) -> Any:
+                return checkpoint(_inner, *a, use_reentrant=False, **k)
+
+            module.forward = forward  # type: ignore[method-assign]
+            saved.append((module, own))
+        yield
+    finally:
+        for module, own in reversed(saved):
+            if own is _ABSENT:
+                del module.forward
+            else:
+                module.forward = own
+
+
+_ABSENT = object()
 
 
 def _check_device(device: torch.device) -> torch.device:
