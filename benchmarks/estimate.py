@@ -7,6 +7,10 @@ without the parameters, buffers and inputs that were already live when the track
 started), their ratio, and the wall time of the real steps and of the estimate (median
 of ``--rounds``, interleaved, same process).
 
+A second table runs ``torchmem.plan_checkpoints()`` on a stack of MLP blocks at three
+budgets and then the real steps with the plan applied (``torchmem.checkpointed``):
+estimated vs measured peak, and the step time, which shows what recomputation costs.
+
 Run:
     python benchmarks/estimate.py
     python benchmarks/estimate.py --rounds 3
@@ -92,7 +96,58 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<36} {format_bytes(measured):>11} {format_bytes(estimated):>11} "
               f"{estimated / measured:>5.3f}x {statistics.median(real_s) * 1e3:>13.1f} "
               f"{statistics.median(est_s) * 1e3:>12.1f}")
+    planner_table(args.rounds)
     return 0
+
+
+class _Stack(nn.Module):
+    def __init__(self, width: int = 512, blocks: int = 6) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+            for _ in range(blocks)
+        )
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+
+def planner_table(rounds: int) -> None:
+    torch.manual_seed(0)
+    model = _Stack()
+    x, y = torch.randn(1024, 512), torch.randint(0, 10, (1024,))
+    kw: dict[str, Any] = dict(loss_fn=F.cross_entropy, target=y)
+    full = torchmem.estimate(model, x, **kw)
+    every = torchmem.estimate(model, x, checkpoint=[f"blocks.{i}" for i in range(6)], **kw)
+    static = full.parameter_bytes + full.input_bytes
+    print(f"\nplan_checkpoints: 6 MLP blocks (512-2048-512), batch 1024, forward+backward "
+          f"steps, peaks in total (parameters and inputs included), median of {rounds} rounds")
+    print(f"{'budget':>10} {'checkpointed':>13} {'estimated':>11} {'measured':>11} "
+          f"{'plan ms':>8} {'step ms':>8}")
+    for frac in (1.0, 0.5, 0.0):
+        budget = every.peak_bytes + int((full.peak_bytes - every.peak_bytes) * frac)
+        t0 = time.perf_counter()
+        plan = torchmem.plan_checkpoints(model, x, budget=budget, **kw)
+        plan_ms = (time.perf_counter() - t0) * 1e3
+        step_s: list[float] = []
+        measured = 0
+        for _ in range(rounds):
+            m = copy.deepcopy(model)
+            t0 = time.perf_counter()
+            with torchmem.checkpointed(m, plan.checkpoint), torchmem.track("cpu") as t:
+                for _ in range(2):
+                    loss = F.cross_entropy(m(x), y)
+                    loss.backward()
+                    m.zero_grad()
+                    del loss
+            step_s.append((time.perf_counter() - t0) / 2)
+            measured = t.peak_delta
+        print(f"{format_bytes(budget):>10} {len(plan.checkpoint):>13} "
+              f"{format_bytes(plan.peak_after):>11} {format_bytes(measured + static):>11} "
+              f"{plan_ms:>8.0f} {statistics.median(step_s) * 1e3:>8.1f}")
 
 
 if __name__ == "__main__":

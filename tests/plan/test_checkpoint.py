@@ -96,3 +96,20 @@ def test_budget_out_of_reach_and_already_met() -> None:
     assert "fits 1.0 GiB" in repr(high)
     with pytest.raises(UsageError, match="budget"):
         torchmem.plan_checkpoints(model, x, budget=0, loss_fn=F.cross_entropy, target=y)
+
+
+@pytest.mark.slow
+def test_the_example_runs_and_its_plan_holds() -> None:
+    """examples/plan_memory.py: a meta-device model estimated, then a plan run for real."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "plan_memory.py"
+    proc = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Estimate(peak " in proc.stdout and "on meta" in proc.stdout
+    measured, planned = re.search(r"measured peak (.+) \(planned (.+)\)", proc.stdout).groups()
+    assert measured == planned
