@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, 2 steps each, "
           f"median of {args.rounds} rounds")
     print(f"{'workload':<36} {'measured':>11} {'estimated':>11} {'ratio':>6} "
-          f"{'real step ms':>13} {'estimate ms':>12}")
+          f"{'2 steps ms':>11} {'estimate ms':>12}")
     for name, make, shape, labels, opt_cls in workloads():
         torch.manual_seed(0)
         model = make()
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             est_s.append(time.perf_counter() - t0)
             estimated = est.peak_bytes - est.parameter_bytes - est.buffer_bytes - est.input_bytes
         print(f"{name:<36} {format_bytes(measured):>11} {format_bytes(estimated):>11} "
-              f"{estimated / measured:>5.3f}x {statistics.median(real_s) * 1e3:>13.1f} "
+              f"{estimated / measured:>5.3f}x {statistics.median(real_s) * 1e3:>11.1f} "
               f"{statistics.median(est_s) * 1e3:>12.1f}")
     planner_table(args.rounds)
     return 0
@@ -126,7 +126,7 @@ def planner_table(rounds: int) -> None:
     print(f"\nplan_checkpoints: 6 MLP blocks (512-2048-512), batch 1024, forward+backward "
           f"steps, peaks in total (parameters and inputs included), median of {rounds} rounds")
     print(f"{'budget':>10} {'checkpointed':>13} {'estimated':>11} {'measured':>11} "
-          f"{'plan ms':>8} {'step ms':>8}")
+          f"{'plan ms':>8} {'ms/step':>8}")
     for frac in (1.0, 0.5, 0.0):
         budget = every.peak_bytes + int((full.peak_bytes - every.peak_bytes) * frac)
         t0 = time.perf_counter()
