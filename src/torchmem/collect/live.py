@@ -274,6 +274,7 @@ class Storages:
         return key if self._by_object else self._index[key]
 
     def all_keys(self) -> list[Any]:
+        """The key of every distinct storage, in first-seen order."""
         return list(self._index)
 
     def storages(self) -> list[Any]:
