@@ -53,6 +53,9 @@ _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
 class _StorageRef(weakref.ref):  # type: ignore[type-arg]
     __slots__ = ("key", "nbytes", "dev")
+    key: int
+    nbytes: int
+    dev: str
 
 
 # How the engine treats an op, decided once per OpOverload from its schema:

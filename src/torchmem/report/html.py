@@ -23,6 +23,7 @@ Known limitations:
 
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
 from functools import lru_cache
@@ -79,12 +80,12 @@ def _environment() -> Any:
 
 def _headline(capture: Capture) -> str:
     try:
-        from torchmem.report.findings import headline
+        findings: Any = importlib.import_module("torchmem.report.findings")
     except ImportError:  # pragma: no cover - findings.py ships with torchmem
-        headline = None
-    if headline is not None:
+        findings = None
+    if findings is not None:
         try:
-            return str(headline(capture))
+            return str(findings.headline(capture))
         except Exception:  # noqa: BLE001 - a rendering helper must not break the page
             pass
     growing = [g for g in capture.growth if g.verdict == "growing"]

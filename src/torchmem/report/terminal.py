@@ -8,8 +8,9 @@ capture has them. Never imports torch.
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import IO, Sequence
+from typing import IO, Any, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -120,7 +121,9 @@ def _steps_table(capture: Capture, edge: int = 3) -> Table | None:
     for device in devices:
         table.add_column(device, justify="right")
         table.add_column("Δ", justify="right")
-    shown = steps if len(steps) <= 2 * edge + 1 else steps[:edge] + [None] + steps[-edge:]
+    shown: list[StepRecord | None] = (
+        list(steps) if len(steps) <= 2 * edge + 1 else [*steps[:edge], None, *steps[-edge:]]
+    )
     previous: dict[int, StepRecord] = {s.step: steps[i - 1] for i, s in enumerate(steps) if i}
     for record in shown:
         if record is None:
@@ -188,11 +191,11 @@ def render_capture(capture: Capture, file: IO[str] | None = None, width: int | N
             console.print(line)
     if capture.tool.endswith("doctor"):
         try:
-            from torchmem.report.findings import render_findings
+            findings: Any = importlib.import_module("torchmem.report.findings")
         except ImportError:
-            render_findings = None
-        if render_findings is not None:
+            findings = None
+        if findings is not None:
             console.print()
-            render_findings(capture, console)
+            findings.render_findings(capture, console)
     for note in capture.notes:
         console.print(Text(f"note: {note}", style="dim"))

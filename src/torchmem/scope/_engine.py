@@ -198,9 +198,10 @@ class _Mode(TorchDispatchMode):
             if inputs is None:
                 keys = _input_keys(args, kwargs)
             else:
-                keys = inputs[0]
-                if keys is None:
-                    keys = inputs[0] = _input_keys(args, kwargs)
+                cached = inputs[0]
+                if cached is None:
+                    cached = inputs[0] = _input_keys(args, kwargs)
+                keys = cached
             if key in keys:
                 return  # a view of, or an in-place result on, an input
         st.register(storage, key, t)

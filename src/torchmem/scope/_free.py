@@ -85,18 +85,22 @@ class _Released:
             return object.__hash__(args[0])
         _raise(args, kwargs)
 
-    __repr__ = _repr
-    __str__ = _repr
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        return _repr(self)
+
+    def __str__(self) -> str:
+        return _repr(self)
 
     def __format__(self, spec: str) -> str:
         return _repr(self)
 
 
-class ReleasedTensor(_Released, torch.Tensor):
+# the mixin's __repr__ replaces Tensor's on purpose; mypy cannot see the two agree
+class ReleasedTensor(_Released, torch.Tensor):  # type: ignore[misc]
     """A tensor whose storage torchmem freed. Every torch operation on it raises."""
 
 
-class ReleasedParameter(_Released, torch.nn.Parameter):
+class ReleasedParameter(_Released, torch.nn.Parameter):  # type: ignore[misc]
     """A parameter whose storage :func:`torchmem.release` freed."""
 
 

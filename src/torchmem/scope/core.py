@@ -57,7 +57,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import Any, Callable, TypeVar, overload
+from typing import Any, Callable, Literal, TypeVar, overload
 
 import torch
 
@@ -120,7 +120,7 @@ class Scope:
         _engine.push(self)
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         st = self._state
         assert st is not None
         if threading.get_ident() != self._thread:

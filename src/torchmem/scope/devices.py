@@ -65,47 +65,47 @@ def check_devices(model: Any = None, *inputs: Any) -> DeviceReport:
             placements.append(Placement("input", name, str(t.device), _dtype(t), t.nbytes))
 
     devices: dict[str, int] = {}
-    for p in placements:
-        devices[p.device] = devices.get(p.device, 0) + p.nbytes
+    for pl in placements:
+        devices[pl.device] = devices.get(pl.device, 0) + pl.nbytes
     problems: list[str] = []
-    params = [p for p in placements if p.role == "parameter"]
-    buffers = [p for p in placements if p.role == "buffer"]
-    ins = [p for p in placements if p.role == "input"]
+    params = [pl for pl in placements if pl.role == "parameter"]
+    buffers = [pl for pl in placements if pl.role == "buffer"]
+    ins = [pl for pl in placements if pl.role == "input"]
 
     def by_dev(items: list[Placement]) -> dict[str, list[Placement]]:
         out: dict[str, list[Placement]] = {}
-        for p in items:
-            out.setdefault(p.device, []).append(p)
+        for item in items:
+            out.setdefault(item.device, []).append(item)
         return out
 
     pdev = by_dev(params)
     if len(pdev) > 1:
         problems.append(f"parameters are spread over devices: {_summary(pdev)}")
-    home = max(pdev, key=lambda d: sum(p.nbytes for p in pdev[d])) if pdev else None
+    home = max(pdev, key=lambda d: sum(pl.nbytes for pl in pdev[d])) if pdev else None
     if home is None and buffers:
         home = buffers[0].device
-    for b in buffers:
-        if home is not None and b.device != home:
-            problems.append(f"buffer {b.name} is on {b.device}; the parameters are on {home}")
+    for buf in buffers:
+        if home is not None and buf.device != home:
+            problems.append(f"buffer {buf.name} is on {buf.device}; the parameters are on {home}")
     if home is None and ins:
         idev = by_dev(ins)
         if len(idev) > 1:
             problems.append(f"inputs are spread over devices: {_summary(idev)}")
-    for t in ins:
-        if home is not None and t.device != home:
-            problems.append(f"{t.name} is on {t.device}; the parameters are on {home}")
+    for inp in ins:
+        if home is not None and inp.device != home:
+            problems.append(f"{inp.name} is on {inp.device}; the parameters are on {home}")
 
     float_params: dict[str, int] = {}
-    for p in params:
-        if torch.empty(0, dtype=getattr(torch, p.dtype)).is_floating_point():
-            float_params[p.dtype] = float_params.get(p.dtype, 0) + p.nbytes
+    for pl in params:
+        if torch.empty(0, dtype=getattr(torch, pl.dtype)).is_floating_point():
+            float_params[pl.dtype] = float_params.get(pl.dtype, 0) + pl.nbytes
     if len(float_params) > 1:
         mix = ", ".join(sorted(float_params))
         problems.append(f"parameters mix floating dtypes: {mix}")
     main = max(float_params, key=lambda d: float_params[d]) if float_params else None
     if main is not None:
-        for t in ins:
-            floating = torch.empty(0, dtype=getattr(torch, t.dtype)).is_floating_point()
-            if floating and t.dtype != main:
-                problems.append(f"{t.name} is {t.dtype}; the parameters are {main}")
+        for inp in ins:
+            floating = torch.empty(0, dtype=getattr(torch, inp.dtype)).is_floating_point()
+            if floating and inp.dtype != main:
+                problems.append(f"{inp.name} is {inp.dtype}; the parameters are {main}")
     return DeviceReport(tuple(placements), devices, tuple(problems))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 import torch
 
@@ -220,7 +220,7 @@ class _Guard:
         self._before = self._versions(named)
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         before, self._before = self._before, []
         if exc_type is None:
             self._check(before, "the block")
