@@ -65,6 +65,9 @@ _LAZY: dict[str, str] = {
     "checkpointed": "torchmem.plan.estimate",
     "plan_checkpoints": "torchmem.plan.checkpoint",
     "CheckpointPlan": "torchmem.model.estimate",
+    # scale
+    "compare_ranks": "torchmem.dist.ranks",
+    "RankReport": "torchmem.model.ranks",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
