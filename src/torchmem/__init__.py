@@ -62,7 +62,7 @@ _LAZY: dict[str, str] = {
     # plan
     "estimate": "torchmem.plan.estimate",
     "Estimate": "torchmem.model.estimate",
-    "checkpointed": "torchmem.plan.estimate",
+    "checkpointed": "torchmem.plan.wrap",
     "plan_checkpoints": "torchmem.plan.checkpoint",
     "CheckpointPlan": "torchmem.model.estimate",
     # scale

@@ -37,12 +37,12 @@ from torch import Tensor
 from torchmem.collect.graph import storage_key
 from torchmem.collect.live import (
     LiveScan,
+    Storages,
     _is_cpu,
     _storage_cdata,
     _storage_device,
     _storage_nbytes,
     _untyped_storage,
-    Storages,
     scan,
 )
 from torchmem.collect.pinning import find_pinned, resolve

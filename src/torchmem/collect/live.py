@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import Tensor
 
-from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key
+from torchmem.collect.graph import iter_nodes, saved_tensors
 
 __all__ = [
     "iter_live_tensors",

@@ -34,7 +34,6 @@ Known limitations:
 
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Any, Callable, Iterable, Iterator
 
@@ -42,11 +41,12 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map
 
-from torchmem.collect._engine import engine
 from torchmem.errors import DeviceError, UsageError
-from torchmem.model.estimate import Estimate, ModuleEstimate, PhaseEstimate
+from torchmem.model.estimate import Estimate, ModuleEstimate
+from torchmem.plan._meter import Counter, ModuleMeter, Phases
+from torchmem.plan.wrap import checkpointed
 
-__all__ = ["estimate", "checkpointed"]
+__all__ = ["estimate"]
 
 _TIP = "see docs/estimate.md for what an estimate can run"
 
@@ -75,96 +75,6 @@ def _optimizer_groups(
             tip=_TIP,
         )
     return groups
-
-
-class _Phases:
-    """Live and peak bytes of the fake storages, phase by phase."""
-
-    def __init__(self, counter: Any, static: int) -> None:
-        self.counter = counter
-        self.static = static
-        self.rows: list[PhaseEstimate] = []
-
-    def live(self) -> int:
-        return self.static + int(self.counter.current())
-
-    def start(self) -> None:
-        self.counter.reset_peak()
-
-    def end(self, step: int, phase: str) -> int:
-        end = self.live()
-        self.rows.append(PhaseEstimate(step, phase, self.static + int(self.counter.peak()), end))
-        return end
-
-
-class _ModuleMeter:
-    """Forward hooks that record, per module, the live bytes its forward left behind."""
-
-    def __init__(self, model: nn.Module, phases: _Phases) -> None:
-        self.phases = phases
-        self.names = {id(m): (name, type(m).__name__) for name, m in model.named_modules()}
-        self.stack: list[tuple[int, int, int]] = []  # (module id, live at entry, peak before)
-        self.rows: dict[int, list[int]] = {}  # id -> [retained, peak, calls]
-        self.active = True
-        self.handles = []
-        for _, m in model.named_modules():
-            self.handles.append(m.register_forward_pre_hook(self._pre))
-            self.handles.append(m.register_forward_hook(self._post))
-
-    def _pre(self, module: nn.Module, args: Any) -> None:
-        if self.active:
-            counter = self.phases.counter
-            self.stack.append((id(module), self.phases.live(), int(counter.peak())))
-            counter.reset_peak()
-
-    def _post(self, module: nn.Module, args: Any, output: Any) -> None:
-        if not self.active or not self.stack or self.stack[-1][0] != id(module):
-            return
-        key, entry, outer_peak = self.stack.pop()
-        counter = self.phases.counter
-        inner_peak = self.phases.static + int(counter.peak())
-        row = self.rows.setdefault(key, [0, 0, 0])
-        row[0] += self.phases.live() - entry
-        row[1] = max(row[1], inner_peak)
-        row[2] += 1
-        # the enclosing module's peak must still see this one's
-        counter.peak_floor(max(outer_peak, int(counter.peak())))
-
-    def remove(self) -> list[ModuleEstimate]:
-        for h in self.handles:
-            h.remove()
-        self.handles.clear()
-        out = [
-            ModuleEstimate(self.names[k][0], self.names[k][1], r[0], r[1], r[2])
-            for k, r in self.rows.items()
-        ]
-        out.sort(key=lambda m: (-m.retained_bytes, m.name))
-        return out
-
-
-class _Counter:
-    """The engine's ``meta`` counter with a settable peak (for nested module scopes)."""
-
-    def __init__(self) -> None:
-        self._inner = engine.acquire("meta")
-        self._floor = 0
-
-    def current(self) -> int:
-        return int(self._inner.current())
-
-    def peak(self) -> int:
-        return max(int(self._inner.peak()), self._floor)
-
-    def reset_peak(self) -> None:
-        self._inner.reset_peak()
-        self._floor = 0
-
-    def peak_floor(self, value: int) -> None:
-        self._inner.reset_peak()
-        self._floor = value
-
-    def release(self) -> None:
-        engine.release("meta")
 
 
 def estimate(
@@ -201,7 +111,7 @@ def estimate(
         grad: False runs the forward under ``torch.no_grad()`` (inference; no backward).
         per_module: also attribute the forward's memory to each module.
         checkpoint: names of submodules (as in ``named_modules()``) to simulate under
-            activation checkpointing (see :func:`checkpointed`).
+            activation checkpointing (see :func:`torchmem.plan.wrap.checkpointed`).
 
     Returns:
         An :class:`~torchmem.model.estimate.Estimate` (plain data).
@@ -279,9 +189,9 @@ def estimate(
     modules: list[ModuleEstimate] = []
     opt_name = type(optimizer).__name__ if optimizer is not None else None
     with mode:
-        counter = _Counter()
-        phases = _Phases(counter, static)
-        meter = _ModuleMeter(model, phases) if per_module else None
+        counter = Counter()
+        phases = Phases(counter, static)
+        meter = ModuleMeter(model, phases) if per_module else None
         try:
             opt: Any = None
             if optimizer is not None:  # subclasses take (params, **hyperparameters)
@@ -333,8 +243,8 @@ def _steps(
     opt: Any,
     steps: int,
     grad: bool,
-    phases: _Phases,
-    meter: _ModuleMeter | None,
+    phases: Phases,
+    meter: ModuleMeter | None,
     params: list[torch.Tensor],
     parts: dict[str, int],
 ) -> None:
@@ -377,52 +287,6 @@ def _steps(
             )
         opt.zero_grad()
         phases.end(step, "optimizer")
-
-
-@contextlib.contextmanager
-def checkpointed(model: nn.Module, names: Iterable[str]) -> Iterator[None]:
-    """Run the named submodules of ``model`` under activation checkpointing meanwhile.
-
-    Each module's ``forward`` goes through ``torch.utils.checkpoint.checkpoint(...,
-    use_reentrant=False)``: its activations are dropped after the forward and recomputed
-    during backward. Restored on exit, on error too.
-
-    Raises:
-        UsageError: a name that is not a submodule of ``model``.
-    """
-    from torch.utils.checkpoint import checkpoint
-
-    wanted = list(dict.fromkeys(names))
-    found = dict(model.named_modules())
-    missing = [n for n in wanted if n not in found]
-    if missing:
-        raise UsageError(
-            f"torchmem: no submodule named {missing[0]!r} to checkpoint; expected a name "
-            "from model.named_modules()",
-            tip="names look like 'encoder.layers.3'; '' is the model itself",
-        )
-    saved: list[tuple[nn.Module, Any]] = []
-    try:
-        for name in wanted:
-            module = found[name]
-            own = module.__dict__.get("forward", _ABSENT)
-            inner = module.forward
-
-            def forward(*a: Any, _inner: Any = inner, **k: Any) -> Any:
-                return checkpoint(_inner, *a, use_reentrant=False, **k)
-
-            module.forward = forward  # type: ignore[method-assign]
-            saved.append((module, own))
-        yield
-    finally:
-        for module, own in reversed(saved):
-            if own is _ABSENT:
-                del module.forward
-            else:
-                module.forward = own
-
-
-_ABSENT = object()
 
 
 def _check_device(device: torch.device) -> torch.device:
