@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -106,3 +107,30 @@ def test_broken_script_is_reported_before_torch_is_imported(tmp_path, command):
                           text=True, timeout=120)
     assert proc.stdout.split() == ["2", "False"], proc.stderr
     assert proc.stderr.startswith(f"torchmem {command}: error: syntax error")
+
+
+def test_rank_paths_under_torchrun():
+    from torchmem.cli._script_args import rank_path
+
+    assert rank_path("run.json", {}) == "run.json"
+    assert rank_path("run.json", {"RANK": "0", "WORLD_SIZE": "1"}) == "run.json"
+    assert rank_path("out/run.json", {"RANK": "3", "WORLD_SIZE": "4"}) == "out/run.rank3.json"
+    assert rank_path("run-{rank}.json", {"RANK": "2", "WORLD_SIZE": "4"}) == "run-2.json"
+    assert rank_path("run-{rank}.json", {}) == "run-0.json"
+    assert rank_path("report", {"RANK": "1", "WORLD_SIZE": "2"}) == "report.rank1"
+
+
+def test_each_torchrun_rank_writes_its_own_capture(tmp_path):
+    """Two ranks given the same --json path write two files, each naming its rank."""
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(10)\n")
+    for rank in ("0", "1"):
+        env = {**os.environ, "RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": "2"}
+        proc = subprocess.run([sys.executable, "-m", "torchmem", "run", "--json", "run.json",
+                               "train.py"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert f"capture written to run.rank{rank}.json" in proc.stderr
+    assert not (tmp_path / "run.json").exists()
+    for rank in ("0", "1"):
+        data = json.loads((tmp_path / f"run.rank{rank}.json").read_text())
+        assert data["environment"]["rank"] == rank and data["environment"]["world_size"] == "2"

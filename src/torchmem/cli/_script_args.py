@@ -8,7 +8,8 @@ that split, so this module finds it and lets argparse parse only torchmem's part
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+import os
+from typing import Mapping, Sequence
 
 from torchmem.doctor.target import Target, load_target
 from torchmem.errors import UsageError
@@ -83,3 +84,25 @@ def check_target(target: Target) -> None:
     """
     if target.path is not None:
         load_target(target)
+
+
+def rank_path(path: str, env: Mapping[str, str] | None = None) -> str:
+    """The file a rank writes when every rank of a ``torchrun`` job was given ``path``.
+
+    ``{rank}`` in ``path`` becomes the rank (``run-{rank}.json``). Otherwise, in a job of
+    more than one rank (``WORLD_SIZE`` > 1), ``.rank<N>`` goes before the extension
+    (``run.json`` -> ``run.rank1.json``), so ranks never overwrite each other's file.
+    Outside ``torchrun`` the path is unchanged.
+    """
+    env = os.environ if env is None else env
+    rank = env.get("RANK", "")
+    if "{rank}" in path:
+        return path.replace("{rank}", rank or "0")
+    try:
+        world = int(env.get("WORLD_SIZE", "1") or "1")
+    except ValueError:
+        world = 1
+    if world <= 1 or not rank:
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}.rank{rank}{ext}"

@@ -14,7 +14,12 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from torchmem.cli._script_args import add_target_arguments, check_target, parse_with_target
+from torchmem.cli._script_args import (
+    add_target_arguments,
+    check_target,
+    parse_with_target,
+    rank_path,
+)
 from torchmem.errors import UsageError
 
 SUMMARY = "run a script, find why memory grows, name the culprit and the fix"
@@ -33,8 +38,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, metavar="N",
                         help="stop the script cleanly after N training steps")
     parser.add_argument("--json", metavar="FILE",
-                        help="write the capture as JSON (render it later with 'torchmem report')")
-    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+                        help="write the capture as JSON (render it later with 'torchmem report'; "
+                        "under torchrun, one file per rank: FILE.rank<N>.json, or put {rank} "
+                        "in FILE)")
+    parser.add_argument("--html", metavar="FILE",
+                        help="write a self-contained HTML report (per rank, as --json)")
     parser.add_argument("--interval", type=float, default=0.05, metavar="SECONDS",
                         help="background sampling interval for the timeline (default: 0.05; "
                              "0 disables it)")
@@ -96,10 +104,12 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
         render_capture(capture, file=sys.stderr)
     code = save_capture(capture, args.json, result.exit_code, prog)
     if render_html is not None:
+        html_path = rank_path(args.html)
         try:
-            render_html(capture, args.html)
+            render_html(capture, html_path)
         except OSError as err:
-            print(f"{prog}: error: cannot write {args.html}: {err.strerror or err}", file=sys.stderr)
+            print(f"{prog}: error: cannot write {html_path}: {err.strerror or err}",
+                  file=sys.stderr)
             return code or 2
-        print(f"HTML report written to {args.html}", file=sys.stderr)
+        print(f"HTML report written to {html_path}", file=sys.stderr)
     return code

@@ -12,7 +12,12 @@ import argparse
 import sys
 from typing import Sequence
 
-from torchmem.cli._script_args import add_target_arguments, check_target, parse_with_target
+from torchmem.cli._script_args import (
+    add_target_arguments,
+    check_target,
+    parse_with_target,
+    rank_path,
+)
 from torchmem.errors import UsageError
 from torchmem.model.capture import Capture
 
@@ -27,7 +32,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                     "monitor, and print peak memory, a per-step table and a timeline.",
         epilog="Options must come before the script; everything after it goes to the script.",
     )
-    parser.add_argument("--json", metavar="FILE", help="write the run's capture as JSON")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the run's capture as JSON (under torchrun, one file per "
+                        "rank: FILE.rank<N>.json, or put {rank} in FILE)")
     parser.add_argument("--steps", type=int, metavar="N",
                         help="stop the script cleanly after N training steps")
     parser.add_argument("--interval", type=float, default=0.05, metavar="SECONDS",
@@ -65,6 +72,7 @@ def save_capture(capture: "Capture", path: str | None, exit_code: int, prog: str
     """
     if not path:
         return exit_code
+    path = rank_path(path)
     try:
         capture.save(path)
     except OSError as err:

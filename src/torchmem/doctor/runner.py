@@ -249,6 +249,9 @@ def _environment() -> dict[str, str]:
            "platform": platform.platform(terse=True), "torchmem": __version__}
     for index in _cuda_devices():
         env[f"cuda:{index}"] = torch.cuda.get_device_name(index)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):  # set by torchrun
+        if os.environ.get(name):
+            env[name.lower()] = os.environ[name]
     return env
 
 
