@@ -291,9 +291,6 @@ class Storages:
     def __contains__(self, key: Any) -> bool:
         return key in self._index
 
-    def __len__(self) -> int:
-        return len(self._index)
-
 
 def _classify_py(objects: list[Any], codes: dict[type, int], n: int) -> list[list[Any]]:
     """Pure-Python twin of ``torchmem._gcscan.classify``: ``objects`` bucketed by the

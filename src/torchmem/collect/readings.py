@@ -156,19 +156,20 @@ def resolve_device(device: DeviceLike = None) -> str:
     return f"{kind}:{index}"
 
 
+def reading_device(name: str) -> str:
+    """A storage's device name as :func:`read` names devices: a CPU/MPS storage may say
+    ``"cpu:0"``/``"mps:0"`` (-> ``"cpu"``/``"mps"``), an indexless ``"cuda"`` means
+    ``"cuda:0"``."""
+    kind, _, index = name.partition(":")
+    if kind in ("cpu", "mps"):
+        return kind
+    return f"{kind}:{index or 0}"
+
+
 def _exact_tensor_bytes(device: str) -> int:
     from torchmem.collect.live import live_tensor_bytes
 
-    total = 0
-    for key, nbytes in live_tensor_bytes().items():
-        kind, _, index = key.partition(":")
-        if kind in ("cpu", "mps"):
-            key = kind  # a CPU/MPS storage may report "cpu:0"/"mps:0"
-        elif not index:
-            key = f"{kind}:0"
-        if key == device:
-            total += int(nbytes)
-    return total
+    return sum(int(n) for key, n in live_tensor_bytes().items() if reading_device(key) == device)
 
 
 def read(device: DeviceLike = None, *, exact: bool = False) -> Reading:

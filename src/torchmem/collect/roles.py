@@ -55,12 +55,10 @@ class Owned:
             first, wins. The key is ``key(storage)``: the storage address by default,
             or a :class:`~torchmem.collect.live.Storages` key.
         tensors: every owner-held tensor, for storages no gc scan sees (C++-only grads).
-        keys: storage key of each entry of ``tensors``.
     """
 
     roles: dict[Any, tuple[int, str | None]] = field(default_factory=dict)
     tensors: list[Tensor] = field(default_factory=list)
-    keys: list[Any] = field(default_factory=list)
     key: Callable[[Any], Any] = _storage_cdata
 
     def add(self, t: Any, role: int, name: str | None) -> None:
@@ -69,7 +67,6 @@ class Owned:
         key = self.key(_untyped_storage(t))
         self.roles.setdefault(key, (role, name))
         self.tensors.append(t)
-        self.keys.append(key)
 
 
 def root_modules(modules: Iterable[torch.nn.Module]) -> list[torch.nn.Module]:

@@ -20,6 +20,7 @@ Known limitations:
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from typing import Any
 
 from torchmem.errors import UsageError
@@ -43,7 +44,7 @@ def compare_ranks(
         exact: read ``tensor_bytes`` too (the exact live tensor bytes; on the CPU it is
             then the figure compared).
         census: also gather each rank's live tensor bytes by role, so an imbalance says
-            which role holds the difference.
+            which role holds the difference (implies ``exact``: one census gives both).
         tolerance: spread, as a fraction of the heaviest rank, above which the report
             calls the ranks imbalanced.
         group: the process group (default: the world).
@@ -62,7 +63,7 @@ def compare_ranks(
     """
     import torch.distributed as dist
 
-    from torchmem.collect.readings import read, resolve_device
+    from torchmem.collect.readings import read, reading_device, resolve_device
 
     if not 0 <= tolerance <= 1:
         raise UsageError(f"torchmem.compare_ranks: tolerance must be in [0, 1]; got {tolerance}")
@@ -73,25 +74,21 @@ def compare_ranks(
             tip="run under torchrun, or call init_process_group() before comparing ranks",
         )
     name = resolve_device(device)
-    reading = read(name, exact=exact)
     roles: dict[str, int] | None = None
     if census:
         from torchmem.collect.census import census as take_census
 
         roles = {}
         for g in take_census(max_other=0).groups:
-            if _normal(g.device) == name:
+            if reading_device(g.device) == name:
                 roles[g.role] = roles.get(g.role, 0) + g.nbytes
+        # the census already counted every live storage: its total is tensor_bytes
+        reading = replace(read(name), tensor_bytes=sum(roles.values()))
+    else:
+        reading = read(name, exact=exact)
     mine = RankRow(dist.get_rank(group), socket.gethostname(), reading, roles).to_dict()
     gathered: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, mine, group=group)
     rows = tuple(sorted((RankRow.from_dict(r) for r in gathered), key=lambda r: r.rank))
     return RankReport(rows, tolerance)
 
-
-def _normal(device: str) -> str:
-    """A census device name as :func:`torchmem.read` names it (``cpu``, ``cuda:0``)."""
-    kind, _, index = device.partition(":")
-    if kind in ("cpu", "mps"):
-        return kind
-    return f"{kind}:{index or 0}"

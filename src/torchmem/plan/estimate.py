@@ -52,6 +52,9 @@ _TIP = "see docs/estimate.md for what an estimate can run"
 
 
 def _unique_bytes(tensors: Iterator[Any]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (non-tensors skipped). Not
+    :func:`torchmem.collect.graph.storage_key`: that one skips meta storages, and every
+    storage here is a fake tensor's meta storage."""
     seen: dict[int, int] = {}
     for t in tensors:
         if isinstance(t, torch.Tensor):
