@@ -12,6 +12,8 @@ shows the median of the rounds as wall time and as this thread's CPU time
 ratio to the plain census of the same run.
 
 Variants:
+    gc listing       ``gc.get_objects()`` alone, and freeing its list: the floor of any
+                     gc-based census
     bare scan        ``[o for o in gc.get_objects() if isinstance(o, torch.Tensor)]``
     plain census     the usual gc-scan census: dedupe by storage, sum ``nbytes``
     live bytes       ``torchmem.collect.live.live_tensor_bytes()`` (+ gradients, graphs)
@@ -37,10 +39,15 @@ import time
 import warnings
 from typing import Any, Callable
 
+import psutil
 import torch
 
 import torchmem
 from torchmem.collect import live
+
+
+def gc_listing() -> int:
+    return len(gc.get_objects())
 
 
 def bare_scan() -> int:
@@ -84,6 +91,7 @@ def run(scenario: str, n: int, rounds: int) -> None:
     modules = [state["model"]] if "model" in state else []
     optimizers = [state["opt"]] if "opt" in state else []
     variants: list[tuple[str, Callable[[], Any]]] = [
+        ("gc listing", gc_listing),
         ("bare scan", bare_scan),
         ("plain census", plain_census),
         ("live bytes", live.live_tensor_bytes),
@@ -93,7 +101,13 @@ def run(scenario: str, n: int, rounds: int) -> None:
     ]
     times: dict[str, list[float]] = {name: [] for name, _ in variants}
     cpu: dict[str, list[float]] = {name: [] for name, _ in variants}
-    torchmem.census()  # warm: one-time probes and imports
+    # the first census gives every live storage a Python object torch then keeps
+    gc.collect()
+    objects_before, rss_before = len(gc.get_objects()), psutil.Process().memory_info().rss
+    torchmem.census()  # (also warms one-time probes and imports)
+    gc.collect()
+    kept = len(gc.get_objects()) - objects_before
+    kept_rss = psutil.Process().memory_info().rss - rss_before
     for _ in range(rounds):
         for name, fn in variants:
             c0 = time.thread_time()
@@ -111,6 +125,8 @@ def run(scenario: str, n: int, rounds: int) -> None:
     )
     base = statistics.median(times["plain census"])
     base_cpu = statistics.median(cpu["plain census"])
+    print(f"the first census left {kept} more gc objects (storage objects torch keeps) and "
+          f"{kept_rss / max(kept, 1):.0f} bytes of RSS each")
     print(f"{'variant':<15} {'wall median ms':>15} {'ratio':>6} {'cpu median ms':>14} {'ratio':>6}")
     for name, _ in variants:
         med = statistics.median(times[name])

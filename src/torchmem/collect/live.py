@@ -16,7 +16,7 @@ Python otherwise), then a handful of C-level passes over the T tensors found (st
 ``requires_grad``, device, dedupe, ``nbytes``), each ~60-150 ns per tensor, plus a graph
 walk of ~2-5 us per node of pending graphs. Nothing is kept after a call returns, but
 torch keeps the Python object of every storage it was asked for as long as the storage
-lives (~110 bytes each). See ``benchmarks/census.py``.
+lives (100-115 bytes each, measured by ``benchmarks/census.py``).
 
 Known limitations:
     * Tensors held only by C++ objects other than autograd graphs and ``.grad`` (e.g. a
