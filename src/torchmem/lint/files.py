@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import io
 import os
-import stat
 import tokenize
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from torchmem.lint.config import LintConfig, load_config
 from torchmem.lint.discover import discover, io_error
@@ -187,28 +186,6 @@ def _lint_text(text: str, path: str, opts: _Options,
                       fixed_text=outcome.text)
 
 
-def _write_atomic(path: str, text: str, encoding: str) -> None:
-    import tempfile
-
-    data = text.encode(encoding)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".torchmem-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        try:
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
-        except OSError:
-            pass
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def lint_bytes(data: bytes, path: str, opts: _Options,
                extra_ignore: tuple[str, ...] = ()) -> tuple[FileReport, SourceFile | None]:
     """Decode and lint one file's bytes (no writing). Internal; used by stdin mode too."""
@@ -229,11 +206,16 @@ def _lint_file(job: tuple[str, _Options, tuple[str, ...]]) -> FileReport:
         return FileReport(path, errors=[io_error(path, exc.strerror or str(exc))])
     report, source = lint_bytes(data, path, opts, extra_ignore)
     if opts.fix and opts.write and report.fixed_text is not None and source is not None:
+        from torchmem.lint.writeback import write_back
+
         try:
-            _write_atomic(path, report.fixed_text, source.encoding)
+            write_back(path, report.fixed_text.encode(source.encoding))
         except (OSError, UnicodeEncodeError, LookupError) as exc:
-            return FileReport(path, report.lines, report.violations, errors=[io_error(
-                path, f"cannot write the fixed file: {exc}")])
+            why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+            # nothing was fixed: report what the file still contains
+            unfixed = _lint_text(source.text, path, replace(opts, fix=False), extra_ignore)
+            return FileReport(path, unfixed.lines, unfixed.violations, [*unfixed.errors,
+                              io_error(path, f"cannot write the fixed file: {why}")])
     return FileReport(path, report.lines, report.violations, report.errors, report.fixed,
                       report.diff)
 
@@ -283,8 +265,9 @@ def lint_paths(paths: Iterable[str] | str, *, select: Sequence[str] | None = Non
             above the first path (pass ``LintConfig()`` to ignore configuration files).
         jobs: worker processes; ``None`` means one per core. Small inputs are linted
             in-process whatever ``jobs`` says.
-        fix: apply safe fixes and write the files (atomically, keeping their encoding
-            and line endings).
+        fix: apply safe fixes and write the files (through symlinks and hard links,
+            keeping their mode, encoding and line endings; see
+            :mod:`torchmem.lint.writeback`).
         unsafe_fixes: with ``fix`` or ``diff``, apply unsafe fixes too.
         diff: compute the fixes' unified diffs without writing anything.
 
