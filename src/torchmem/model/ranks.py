@@ -16,7 +16,15 @@ from torchmem.model._serde import Record
 from torchmem.model.readings import Reading
 from torchmem.units import format_bytes
 
-__all__ = ["RankRow", "RankReport"]
+__all__ = ["RankRow", "RankReport", "FIGURE_NAMES"]
+
+#: what each :attr:`Reading.used_source` measures, as the verdict words it
+FIGURE_NAMES: dict[str, str] = {
+    "allocated": "allocated memory",
+    "tensor_bytes": "live tensor bytes",
+    "heap": "C heap (all C allocations, not only tensors)",
+    "rss": "resident memory (the whole process)",
+}
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,16 @@ class RankReport(Record):
         top = self.heaviest.used
         return top > 0 and self.spread_bytes > self.tolerance * top
 
+    @property
+    def figure(self) -> str:
+        """What was compared, in words (``"live tensor bytes"``, ``"allocated memory"``,
+        ``"C heap (...)"``); ranks whose readings offer different figures are named
+        ``"mixed figures (...)"``, since their comparison means little."""
+        sources = list(dict.fromkeys(r.reading.used_source for r in self.rows))
+        if len(sources) == 1:
+            return FIGURE_NAMES.get(sources[0], sources[0])
+        return f"mixed figures ({', '.join(sources)})"
+
     def role_spread(self) -> dict[str, int]:
         """``{role: heaviest rank's bytes - lightest rank's bytes}``, largest first
         (empty without ``census=True``)."""
@@ -90,12 +108,13 @@ class RankReport(Record):
             return "one rank: nothing to compare"
         high, low = self.heaviest, self.lightest
         device = high.reading.device
+        figure = self.figure
         if not self.imbalanced:
             return (f"balanced: {len(self.rows)} ranks within {format_bytes(self.spread_bytes)} "
-                    f"of each other on {device} (tolerance {self.tolerance:.0%})")
+                    f"of each other in {figure} on {device} (tolerance {self.tolerance:.0%})")
         share = self.spread_bytes / high.used
-        line = (f"imbalanced: rank {high.rank} uses {format_bytes(self.spread_bytes)} more "
-                f"than rank {low.rank} on {device} ({format_bytes(high.used)} vs "
+        line = (f"imbalanced: rank {high.rank} holds {format_bytes(self.spread_bytes)} more "
+                f"{figure} than rank {low.rank} on {device} ({format_bytes(high.used)} vs "
                 f"{format_bytes(low.used)}, {share:.0%} of the heaviest)")
         roles = self.role_spread()
         if roles:
