@@ -229,7 +229,8 @@ def _render(args: argparse.Namespace, result: LintResult, out: TextIO,
         return found
     color = _use_color(args.color, out)
     if args.statistics:
-        _write(formats.format_statistics([*result.violations, *result.errors]), out)
+        _write(formats.format_statistics([*result.violations, *result.errors],
+                                          unsafe=args.unsafe_fixes), out)
         if not args.quiet and not result.found:
             _write(formats.format_text(result, color=color), out)
         return found

@@ -210,10 +210,16 @@ def format_sarif(result: LintResult, *, version: str | None = None) -> str:
     return json.dumps(log, indent=2, ensure_ascii=False)
 
 
-def format_statistics(violations: Iterable[Violation]) -> str:
-    """A table: count, code, fixability, name, most frequent first."""
+def format_statistics(violations: Iterable[Violation], *, unsafe: bool = False) -> str:
+    """A table: count, code, fixability, name, most frequent first.
+
+    ``[*]`` marks a rule with at least one violation that ``--fix`` would fix: a safe
+    fix, or any fix when ``unsafe`` (``--unsafe-fixes``) is on.
+    """
+    violations = list(violations)
     counts = Counter((v.code, v.name) for v in violations)
-    fixable = {v.code for v in violations if v.fix is not None}
+    fixable = {v.code for v in violations
+               if v.fix is not None and (unsafe or v.fix.safety == "safe")}
     if not counts:
         return ""
     width = len(str(max(counts.values())))
