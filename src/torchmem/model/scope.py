@@ -111,6 +111,7 @@ INPLACE_OUTCOMES: tuple[str, ...] = (
     "error_now",  # the in-place op itself raises
     "error_at_backward",  # the op works, backward through the named nodes raises
     "already_modified",  # a saved version was already overwritten: backward will raise
+    "unknown",  # no searched graph reaches the tensor: no evidence either way
 )
 
 
@@ -119,7 +120,8 @@ class InplaceVerdict(Record):
     """Whether an in-place operation on a tensor is safe now, and why.
 
     Attributes:
-        safe: True when both the in-place op and a later backward work.
+        safe: True when both the in-place op and a later backward work, as far as a
+            searched graph shows (never True without that evidence).
         outcome: one of :data:`INPLACE_OUTCOMES`.
         reason: one sentence in autograd's terms.
         nodes: graph nodes that saved this tensor's storage (``"SigmoidBackward0"``...).

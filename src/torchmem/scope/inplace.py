@@ -15,8 +15,11 @@ Autograd's real rules (verified against torch's own errors by the tests):
   requiring grad saves ``y``.
 
 ``explain_inplace`` sees the tensor's own node; pass the graph's outputs (the loss) as
-``roots`` to also see the consumers. ``no_input_mutation`` checks that a function
-leaves its tensor inputs alone (version counters).
+``roots`` to also see the consumers. It answers ``safe`` only with that evidence: a
+searched graph that reaches the tensor (or, for a tensor that does not require grad,
+a searched graph that did not save it); without roots, or with roots whose graphs do
+not reach the tensor, the outcome is ``unknown``. ``no_input_mutation`` checks that a
+function leaves its tensor inputs alone (version counters).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ __all__ = ["explain_inplace", "no_input_mutation", "InputMutationWarning"]
 
 _MULTI_VIEW = ("UnbindBackward", "SplitBackward", "SplitWithSizesBackward")
 _FIX_CLONE = "work on a copy: `t = t.clone()` before the in-place op, or use the out-of-place op"
+_FIX_ROOTS = (
+    "pass the loss (or the outputs) that will be backpropagated, computed from this "
+    "tensor: `explain_inplace(t, loss)`"
+)
 
 
 def _name(node: Any) -> str:
@@ -62,19 +69,26 @@ def explain_inplace(t: torch.Tensor, *roots: Any) -> InplaceVerdict:
     Args:
         t: the tensor you want to modify in place.
         *roots: outputs of the graph that will be backpropagated (the loss, or
-            ``grad_fn`` nodes); their graphs are searched for nodes that saved ``t``.
-            Without them only ``t``'s own ``grad_fn`` is searched.
+            ``grad_fn`` nodes), each as its own argument; their graphs are searched
+            for nodes that saved ``t``. Without them only ``t``'s own ``grad_fn`` is
+            searched, and the answer can be a problem found there but never ``safe``.
 
     Returns:
-        An :class:`~torchmem.model.scope.InplaceVerdict`.
+        An :class:`~torchmem.model.scope.InplaceVerdict`: ``safe`` only when a searched
+        root graph reaches ``t`` (a tensor that does not require grad: when a root graph
+        was searched) and nothing saved it; ``unknown`` when that evidence is missing.
 
     Raises:
-        UsageError: ``t`` is not a tensor.
+        UsageError: ``t`` is not a tensor, or a root is neither a tensor nor a
+            ``grad_fn`` node (a list, a string...).
 
     Example:
         >>> y = x.sigmoid()                                   # doctest: +SKIP
         >>> torchmem.explain_inplace(y).outcome               # doctest: +SKIP
         'error_at_backward'
+        >>> z = x * 2; loss = z.sum()                         # doctest: +SKIP
+        >>> torchmem.explain_inplace(z, loss).outcome         # doctest: +SKIP
+        'safe'
 
     Known limitations:
         The answer holds for the current grad mode and graph; it says nothing about
@@ -125,21 +139,16 @@ def explain_inplace(t: torch.Tensor, *roots: Any) -> InplaceVerdict:
                 "modified with grad mode on",
                 fix="modify it under torch.no_grad() too, or clone it",
             )
+    root_nodes = _root_nodes(roots)
     key = storage_key(t)
     starts: list[Any] = []
     if t.grad_fn is not None:
         starts.append(t.grad_fn)
     if base is not None and base.grad_fn is not None:
         starts.append(base.grad_fn)
-    for r in roots:
-        if isinstance(r, torch.Tensor):
-            if r.grad_fn is not None:
-                starts.append(r.grad_fn)
-        elif r is not None:
-            starts.append(r)
     savers: list[str] = []
     broken: list[str] = []
-    for node in iter_nodes(starts):
+    for node in iter_nodes(starts + root_nodes):
         if _version_mismatch(node):
             broken.append(_name(node))
             continue
@@ -162,13 +171,81 @@ def explain_inplace(t: torch.Tensor, *roots: Any) -> InplaceVerdict:
             "raise 'modified by an inplace operation'",
             nodes=tuple(savers), fix=_FIX_CLONE, checked_roots=len(roots),
         )
-    if not t.requires_grad:
-        reason = "it does not require grad and no searched graph node saved it"
+    # "safe" needs evidence: the graph that will be backpropagated was searched
+    if not roots:
+        return InplaceVerdict(
+            False, "unknown",
+            "no graph roots were given: only its own node was searched, and a later "
+            "operation that used it may have saved it for backward",
+            fix=_FIX_ROOTS, checked_roots=0,
+        )
+    if not root_nodes:
+        return InplaceVerdict(
+            False, "unknown",
+            "none of the roots has an autograd graph (made without grad, detached, or a "
+            "leaf): there is no backward to check against",
+            fix=_FIX_ROOTS, checked_roots=len(roots),
+        )
+    in_graph = t.requires_grad or (base is not None and base.requires_grad)
+    if in_graph and not _reaches(root_nodes, t, base):
+        return InplaceVerdict(
+            False, "unknown",
+            "the roots' graphs do not reach it: they say nothing about the backward that "
+            "goes through it",
+            fix=_FIX_ROOTS, checked_roots=len(roots),
+        )
+    if in_graph:
+        reason = "the roots' graphs reach it and no node of them saved it for backward"
     else:
-        reason = "no searched graph node saved it for backward"
-    if not roots and t.requires_grad and not t.is_leaf:
-        reason += " (only its own node was searched: pass the loss as a root to check consumers)"
+        reason = "it does not require grad, and no node of the roots' graphs saved it"
     return InplaceVerdict(True, "safe", reason, checked_roots=len(roots))
+
+
+def _is_node(value: Any) -> bool:
+    node_cls = getattr(getattr(torch.autograd, "graph", None), "Node", None)
+    if node_cls is not None:
+        try:
+            if isinstance(value, node_cls):
+                return True
+        except TypeError:  # pragma: no cover - an exotic subclass hook
+            pass
+    return hasattr(value, "next_functions") and callable(getattr(value, "name", None))
+
+
+def _root_nodes(roots: tuple[Any, ...]) -> list[Any]:
+    """The graph nodes of ``roots`` (tensors or ``grad_fn`` nodes); anything else is a
+    usage error, never silently ignored."""
+    nodes: list[Any] = []
+    for i, r in enumerate(roots):
+        if isinstance(r, torch.Tensor):
+            if r.grad_fn is not None:
+                nodes.append(r.grad_fn)
+        elif _is_node(r):
+            nodes.append(r)
+        else:
+            shown = repr(r)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise UsageError(
+                f"torchmem.explain_inplace: root {i + 1} is not a graph root; expected a "
+                f"tensor (the loss) or a grad_fn node, got {type(r).__name__} {shown}",
+                tip="pass each root as its own argument: explain_inplace(t, loss), or "
+                "explain_inplace(t, *outputs) for a list of outputs",
+            )
+    return nodes
+
+
+def _reaches(root_nodes: list[Any], t: torch.Tensor, base: torch.Tensor | None) -> bool:
+    """Whether the graphs of ``root_nodes`` go through ``t`` (its node, its base's node,
+    or the ``AccumulateGrad`` of it or its base when it is a leaf)."""
+    targets = [n for n in (t.grad_fn, base.grad_fn if base is not None else None) if n is not None]
+    leaves = [x for x in (t, base) if x is not None and x.is_leaf]
+    for node in iter_nodes(root_nodes):
+        if any(node is n for n in targets):
+            return True
+        variable = getattr(node, "variable", None)
+        if variable is not None and any(variable is x for x in leaves):
+            return True
+    return False
 
 
 class InputMutationWarning(UserWarning):
