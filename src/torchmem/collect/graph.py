@@ -7,12 +7,24 @@ kept after a walk returns except integer storage keys and byte counts.
 Cost: one attribute lookup per saved slot of each node, plus one ``dir()`` per *node
 type* (cached). Walking a graph of N nodes costs roughly N x 2-5 us on a laptop CPU.
 
+Saved tensors are read through torch's raw accessors (``node._raw_saved_<name>`` for
+built-in nodes, ``node._raw_saved_tensors`` for custom ``autograd.Function`` and
+``torch.compile`` nodes), which hand back the stored value *without* unpacking it: no
+version-counter check, no error on freed nodes, and no call of a ``saved_tensors_hooks``
+unpack hook (for non-reentrant ``torch.utils.checkpoint`` such a call would recompute the
+forward, or raise). Any node kind is walked without raising: a slot that cannot be read
+is skipped.
+
 Known limitations:
     * Tensors saved by custom ``autograd.Function`` subclasses through
-      ``ctx.save_for_backward`` are found (``node.saved_tensors``); tensors stored as
-      plain ``ctx`` attributes are invisible to torch and so to this walk.
-    * Saved tensors that were packed by ``saved_tensors_hooks`` (e.g. offloaded to CPU)
-      are reported as what the unpack hook returns.
+      ``ctx.save_for_backward`` are found; tensors stored as plain ``ctx`` attributes are
+      invisible to torch and so to this walk.
+    * Saved tensors packed by ``saved_tensors_hooks`` are never unpacked: the walk counts
+      the tensors the packed value holds directly (a tensor, or a tuple/list of tensors,
+      e.g. a CPU copy of an offloaded activation) and nothing for other packed objects
+      (checkpoint's placeholders hold no activation, which is the truth).
+    * On a torch without ``SavedTensor.unpack_hook`` (older than the raw API this module
+      reads) saved tensors cannot be told apart from hook-packed ones and are not read.
     * Once backward has run without ``retain_graph=True`` the saved tensors are freed;
       the walk then counts the nodes but no saved bytes, which is the truth.
 """
@@ -25,9 +37,13 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
-__all__ = ["storage_key", "storage_nbytes", "iter_nodes", "saved_tensors", "GraphWalk", "walk"]
+__all__ = ["storage_key", "storage_nbytes", "iter_nodes", "saved_tensors", "read_saved", "Saved",
+           "GraphWalk", "walk"]
 
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+_RAW_ATTRS: dict[type, tuple[str, ...]] = {}
+#: the text of torch's error for a saved tensor that backward already freed
+_FREED = ("freed", "second time")
 
 
 def storage_key(t: torch.Tensor) -> int | None:
@@ -53,38 +69,140 @@ def storage_nbytes(t: torch.Tensor) -> int:
 
 
 def _saved_attrs(node: Any) -> tuple[str, ...]:
+    """Names of ``node``'s ``_saved_*`` attributes (reading them unpacks: prefer raw)."""
     cls = type(node)
     attrs = _SAVED_ATTRS.get(cls)
     if attrs is None:
+        try:
+            names = dir(node)
+        except Exception:  # noqa: BLE001 - an odd node type: nothing to read
+            names = []
         attrs = tuple(
-            a for a in dir(node)
+            a for a in names
             if a.startswith("_saved_") and not a.endswith(("_sym_sizes", "_sym_strides"))
         )
         _SAVED_ATTRS[cls] = attrs
     return attrs
 
 
-def saved_tensors(node: Any) -> list[torch.Tensor]:
-    """Tensors a graph node saved for backward (empty once backward freed them)."""
-    out: list[torch.Tensor] = []
-    for attr in _saved_attrs(node):
+def _raw_attrs(node: Any) -> tuple[str, ...]:
+    """Names of ``node``'s raw saved-tensor accessors (cached per node type)."""
+    cls = type(node)
+    attrs = _RAW_ATTRS.get(cls)
+    if attrs is None:
+        try:
+            names = dir(node)
+        except Exception:  # noqa: BLE001 - an odd node type: nothing to read
+            names = []
+        attrs = tuple(a for a in names if a.startswith("_raw_saved_"))
+        _RAW_ATTRS[cls] = attrs
+    return attrs
+
+
+@dataclass
+class Saved:
+    """What one graph node saved for backward, read without unpacking anything.
+
+    Attributes:
+        tensors: the tensors the node holds (for hook-packed slots: the tensors the
+            packed value holds directly).
+        live: some slot still holds its value (the graph was never backpropagated, or
+            with ``retain_graph=True``).
+        freed: some slot was freed by a backward pass.
+        hooked: slots packed by ``saved_tensors_hooks`` (checkpoint, offloading).
+        unreadable: slots that could not be read at all (unknown node kinds).
+    """
+
+    tensors: list[torch.Tensor] = field(default_factory=list)
+    live: bool = False
+    freed: bool = False
+    hooked: int = 0
+    unreadable: int = 0
+
+
+def _packed_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _read_slot(node: Any, attr: str, raw: Any, out: Saved) -> None:
+    """Account for one raw saved value (a ``SavedTensor``), never unpacking it."""
+    try:
+        hook = raw.unpack_hook
+    except AttributeError:  # torch without the introspection API: cannot tell, do not read
+        out.unreadable += 1
+        return
+    data = raw.data
+    if hook is not None:
+        out.hooked += 1
+        out.live = True
+        out.tensors.extend(_packed_tensors(data))
+        return
+    if isinstance(data, torch.Tensor):
+        out.live = True
+        out.tensors.append(data)
+        return
+    # No value: freed by backward, or an undefined optional tensor. Reading the plain
+    # accessor tells them apart and is safe here: no hook is attached to this slot.
+    if attr.startswith("_raw_saved_"):
+        try:
+            getattr(node, "_saved_" + attr[len("_raw_saved_"):])
+        except RuntimeError as err:
+            if any(k in str(err) for k in _FREED):
+                out.freed = True
+        except Exception:  # noqa: BLE001 - exotic value: nothing more to learn
+            pass
+
+
+def read_saved(node: Any) -> Saved:
+    """What ``node`` saved for backward, for any node kind; never raises, never unpacks.
+
+    Handles built-in nodes (``_raw_saved_<name>``), custom ``autograd.Function`` and
+    ``torch.compile`` nodes (``_raw_saved_tensors``), nodes whose saved tensors were freed
+    by a backward pass, and slots packed by ``saved_tensors_hooks`` (their unpack hook is
+    never called).
+    """
+    out = Saved()
+    for attr in _raw_attrs(node):
         try:
             value = getattr(node, attr)
-        except RuntimeError:  # freed by a backward pass
+        except RuntimeError as err:  # custom Function nodes raise once backward freed them
+            if any(k in str(err) for k in _FREED):
+                out.freed = True
+            else:
+                out.unreadable += 1
             continue
-        except Exception:  # noqa: BLE001 - exotic saved values: skip, never fail the walk
+        except Exception:  # noqa: BLE001 - never fail a walk on an odd node
+            out.unreadable += 1
             continue
-        if isinstance(value, torch.Tensor):
-            out.append(value)
-        elif isinstance(value, (list, tuple)):
-            out.extend(v for v in value if isinstance(v, torch.Tensor))
-    # custom autograd.Function nodes expose ctx.save_for_backward results here
-    if not _saved_attrs(node) and hasattr(node, "saved_tensors"):
-        try:
-            out.extend(t for t in node.saved_tensors if isinstance(t, torch.Tensor))
-        except Exception:  # noqa: BLE001 - freed, or not a BackwardCFunction
-            pass
+        for raw in (value if isinstance(value, (list, tuple)) else (value,)):
+            if raw is None:
+                continue
+            try:
+                _read_slot(node, attr, raw, out)
+            except Exception:  # noqa: BLE001 - never fail a walk on an odd value
+                out.unreadable += 1
     return out
+
+
+def saved_tensors(node: Any) -> list[torch.Tensor]:
+    """Tensors a graph node saved for backward (empty once backward freed them).
+
+    Never raises and never calls a ``saved_tensors_hooks`` unpack hook (see
+    :func:`read_saved`).
+    """
+    return read_saved(node).tensors
+
+
+def _next_functions(node: Any) -> tuple[Any, ...]:
+    try:
+        nxt = node.next_functions
+        return tuple(nxt) if nxt is not None else ()
+    except Exception:  # noqa: BLE001 - an odd node: a dead end, not an error
+        return ()
 
 
 def iter_nodes(roots: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
@@ -103,7 +221,8 @@ def iter_nodes(roots: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
         count += 1
         if limit is not None and count >= limit:
             return
-        for nxt, _ in getattr(node, "next_functions", ()):
+        for edge in _next_functions(node):
+            nxt = edge[0] if isinstance(edge, tuple) and edge else None
             if nxt is not None and id(nxt) not in seen:
                 queue.append(nxt)
 
@@ -160,7 +279,10 @@ def walk(roots: Iterable[Any], limit: int | None = None) -> GraphWalk:
         result.nodes += 1
         name = type(node).__name__
         result.node_types[name] = result.node_types.get(name, 0) + 1
-        variable = getattr(node, "variable", None)
+        try:
+            variable = getattr(node, "variable", None)
+        except Exception:  # noqa: BLE001 - odd node
+            variable = None
         if isinstance(variable, torch.Tensor):
             key = storage_key(variable)
             if key is not None:

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from torchmem.collect.graph import _saved_attrs, storage_key, storage_nbytes
+from torchmem.collect.graph import _next_functions, read_saved, storage_key, storage_nbytes
 
 __all__ = ["PathStats", "Snapshot", "take_snapshot", "owned_storages", "frame_chain",
            "read_locals"]
@@ -318,35 +318,24 @@ class _Walker:
             self.node_keep.append(node)
             self.snap.nodes += 1
             new += 1
-            variable = getattr(node, "variable", None)
+            try:
+                variable = getattr(node, "variable", None)
+            except Exception:  # noqa: BLE001 - an odd node
+                variable = None
             if isinstance(variable, torch.Tensor):
                 continue  # AccumulateGrad: a leaf (parameter) the graph points at
-            has_live = has_freed = False
-            for attr in _saved_attrs(node):
-                try:
-                    value = getattr(node, attr)
-                except RuntimeError as err:
-                    # "...a second time (or directly access saved tensors after they have
-                    # already been freed)..." vs "...modified by an inplace operation": the
-                    # latter is a live saved tensor whose version moved on
-                    if "freed" in str(err) or "second time" in str(err):
-                        has_freed = True
-                    else:
-                        has_live = True
-                    continue
-                except Exception:  # noqa: BLE001 - exotic saved values
-                    continue
-                values = value if isinstance(value, (list, tuple)) else (value,)
-                for v in values:
-                    if isinstance(v, torch.Tensor):
-                        has_live = True
-                        key = storage_key(v)
-                        if key is not None and key not in self.owned and key not in self.storages:
-                            self.storages.add(key)
-                            saved += storage_nbytes(v)
-            live += has_live
-            freed += has_freed
-            for nxt, _ in getattr(node, "next_functions", ()):
+            # never unpacks: no version check, no saved_tensors_hooks unpack call
+            found = read_saved(node)
+            for v in found.tensors:
+                key = storage_key(v)
+                if key is not None and key not in self.owned and key not in self.storages:
+                    self.storages.add(key)
+                    saved += storage_nbytes(v)
+            live += found.live
+            freed += found.freed
+            del found
+            for edge in _next_functions(node):
+                nxt = edge[0] if isinstance(edge, tuple) and edge else None
                 if nxt is not None and id(nxt) not in self.nodes_seen:
                     queue.append(nxt)
         self._add(tracked, "graph_nodes", new)
