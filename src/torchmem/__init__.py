@@ -49,6 +49,7 @@ _LAZY: dict[str, str] = {
     "onload": "torchmem.scope.offload",
     "snapshot": "torchmem.scope.snapshot",
     "snapshot_state": "torchmem.scope.snapshot",
+    "restore_state": "torchmem.scope.snapshot",
     "explain_inplace": "torchmem.scope.inplace",
     "no_input_mutation": "torchmem.scope.inplace",
     "check_devices": "torchmem.scope.devices",
