@@ -192,6 +192,12 @@ class Engine:
         self._tls = threading.local()
         self._warm = False
         self._callback = self._on_free
+        #: device types whose counted storages stay counted after the last tracker
+        #: ends (the ledger of :mod:`torchmem.collect._ledger`), and the gc collection
+        #: counts when each ledger was last known complete (None: not known)
+        self._kept: set[str] = set()
+        self._stamp: dict[str, tuple[int, ...] | None] = {}
+        self._synced: set[str] = set()
         self.live: dict[str, int] = {}
         self.peak: dict[str, int] = {}
 
@@ -230,12 +236,74 @@ class Engine:
                 self._users[dev] = users
                 return
             self._users.pop(dev, None)
-            for key, ref in list(self._refs.items()):
-                if ref.dev == dev:
-                    dropped.append(self._refs.pop(key))
-            self.live.pop(dev, None)
-            self.peak.pop(dev, None)
+            if dev in self._kept:
+                return  # the ledger keeps counting (frees only) until forget()
+            dropped = self._drop(dev)
         del dropped  # dropping the refs cancels their callbacks (outside the lock)
+
+    def _drop(self, dev: str) -> list[_StorageRef]:
+        dropped = [self._refs.pop(k) for k, r in list(self._refs.items()) if r.dev == dev]
+        self.live.pop(dev, None)
+        self.peak.pop(dev, None)
+        return dropped
+
+    def forget(self, dev: str | None = None) -> None:
+        """Drop the ledger of ``dev`` (every device when ``None``): its storages stop
+        being counted; the next exact tracker takes a full census again."""
+        dropped: list[_StorageRef] = []
+        with self._lock:
+            for d in [dev] if dev is not None else list(self._kept):
+                self._kept.discard(d)
+                self._stamp.pop(d, None)
+                self._synced.discard(d)
+                if d not in self._users:
+                    dropped.extend(self._drop(d))
+        del dropped
+
+    def keep(self, dev: str) -> None:
+        """Keep counting ``dev``'s storages (their frees) after the last tracker ends."""
+        with self._lock:
+            self._kept.add(dev)
+            self.live.setdefault(dev, 0)
+            self.peak.setdefault(dev, self.live[dev])
+
+    def knows(self, key: int) -> bool:
+        """Whether the storage whose ``_cdata`` is ``key`` is counted."""
+        return key in self._refs
+
+    def register(self, st: Any, dev: str) -> bool:
+        """Count a storage that already exists (found by the ledger's scans).
+
+        Returns:
+            True if it was new to the engine.
+        """
+        key = int(st._cdata)
+        if key in self._refs:
+            return False
+        n = int(st.nbytes())
+        ref = _StorageRef(st, self._callback)
+        ref.key, ref.nbytes, ref.dev = key, n, dev
+        with self._lock:
+            if key in self._refs:
+                return False
+            self._refs[key] = ref
+            live = self.live.get(dev, 0) + n
+            self.live[dev] = live
+            if live > self.peak.get(dev, 0):
+                self.peak[dev] = live
+        return True
+
+    def recheck(self, dev: str) -> None:
+        """Bring every counted storage's size up to date (``resize_`` outside a region)."""
+        for ref in [r for r in list(self._refs.values()) if r.dev == dev]:
+            st = ref()
+            if st is not None:
+                try:
+                    n = int(st.nbytes())
+                except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+                    continue
+                if n != ref.nbytes:
+                    self._resized(ref, n)
 
     @property
     def tracked(self) -> int:
@@ -311,13 +379,13 @@ class Engine:
             dev = "cpu" if t.is_cpu else st.device.type
         else:
             dev = st.device.type  # subclasses: FakeTensor says "cpu", its storage is meta
-        if dev not in self._users:
+        if dev not in self.live:
             return  # meta/fake storages, or a device no tracker asked for
         n = int(st.nbytes())
         ref = _StorageRef(st, self._callback)  # allocate before taking the lock
         ref.key, ref.nbytes, ref.dev = key, n, dev
         with self._lock:
-            if dev not in self._users:
+            if dev not in self.live:
                 return
             self._refs[key] = ref
             live = self.live[dev] + n

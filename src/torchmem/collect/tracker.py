@@ -34,9 +34,11 @@ Known limitations:
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Protocol
 
+from torchmem.collect import _ledger
 from torchmem.collect._engine import engine
 from torchmem.collect.readings import DeviceLike, read, resolve_device
 from torchmem.errors import UsageError
@@ -125,21 +127,46 @@ class Tracker:
                 f"got one that is {self._state}",
                 tip="create a new torchmem.track() for each region",
             )
-        self._baseline = read(self.device, exact=self.exact)
+        ledger = self.exact and self.source == "engine"
         if self.source == "allocator":
+            self._baseline = read(self.device, exact=self.exact)
             from torchmem.collect.cuda import peak_counter
 
             counter: _Counter = peak_counter(self._kind, int(self.device.split(":")[1]))
         else:
             counter = engine.acquire(self._kind)
         self._thread = threading.get_ident()
-        with _registry_lock:
-            _fold(self.device, counter)
-            self._counter = counter
-            self._base = self._peak = self._phase_peak = counter.current()
-            _active.setdefault(self.device, []).append(self)
+        try:
+            with _registry_lock:
+                _fold(self.device, counter)
+                if ledger:
+                    self._sync(counter)
+                self._counter = counter
+                self._base = self._peak = self._phase_peak = counter.current()
+                _active.setdefault(self.device, []).append(self)
+        except BaseException:
+            if self.source == "engine":
+                engine.release(self._kind)
+            raise
+        if self.source == "engine":
+            reading = read(self.device)
+            # exact: the ledger's total is the exact live tensor bytes, no census needed
+            self._baseline = replace(reading, tensor_bytes=self._base) if ledger else reading
         self._state = "active"
         return self
+
+    def _sync(self, counter: _Counter) -> None:
+        """Complete the engine's ledger of live storages (see ``collect/_ledger.py``);
+        active trackers of this device move their baselines by what it adds."""
+        before = counter.current()
+        _ledger.sync(engine, self._kind)
+        added = counter.current() - before
+        if added:
+            for tracker in _active.get(self.device, ()):
+                tracker._base += added
+                tracker._peak += added
+                tracker._phase_peak += added
+        counter.reset_peak()
 
     def __exit__(
         self,
@@ -163,7 +190,13 @@ class Tracker:
             self._state = "finished"
             if self.source == "engine":
                 engine.release(self._kind)
-            self._end = read(self.device, exact=self.exact)
+                _ledger.ended(engine, self._kind)
+                end = read(self.device)
+                if self.exact:
+                    end = replace(end, tensor_bytes=self._end_current)
+                self._end = end
+            else:
+                self._end = read(self.device, exact=self.exact)
 
     def _absorb(self, peak: int) -> None:
         if peak > self._peak:
