@@ -30,7 +30,7 @@ def test_release_views_together_counts_the_storage_once() -> None:
 def test_release_refuses_storage_shared_with_unreachable_tensors() -> None:
     base = torch.zeros(64)
     view = base[:8]
-    with pytest.raises(UsageError, match="shared with tensors outside"):
+    with pytest.raises(UsageError, match="still used by something outside"):
         torchmem.release(base)
     assert not is_released(base) and base.untyped_storage().nbytes() == 256  # untouched
     assert torchmem.release(base, force=True) == 256
@@ -64,3 +64,24 @@ def test_release_optimizer_state() -> None:
 def test_release_rejects_unsupported_objects() -> None:
     with pytest.raises(UsageError, match="expected a tensor"):
         torchmem.release(3)
+
+
+def test_release_refuses_a_tensor_a_live_graph_saved_as_an_input() -> None:
+    x = torch.randn(1000, requires_grad=True)
+    h = x * 2
+    loss = h.sin().sum()  # sin saved h itself (same tensor impl, no extra storage ref)
+    with pytest.raises(UsageError, match="live autograd graph"):
+        torchmem.release(h)
+    assert not is_released(h)
+    loss.backward()  # untouched: the gradient is right
+    assert torch.equal(x.grad, 2 * torch.cos(2 * x.detach()))
+
+
+def test_forced_release_of_a_saved_tensor_makes_backward_fail_cleanly() -> None:
+    x = torch.randn(1000, requires_grad=True)
+    h = x * 2
+    out = h.exp()  # saves its output: a second tensor impl over the storage
+    loss = (h.sin() + out).sum()
+    torchmem.release([h, out], force=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()  # never reads the freed storage

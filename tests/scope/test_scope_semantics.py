@@ -34,9 +34,9 @@ def test_released_tensor_error_names_the_scope_location_for_every_kind_of_use() 
         lambda: torch.add(t, 1),
         lambda: t + 1,
         lambda: 1 + t,
-        lambda: t.shape,
-        lambda: t.size(),
         lambda: t[0],
+        lambda: t.data + 1,
+        lambda: v._base.sum(),
         lambda: t.numpy(),
         lambda: t.item(),
         lambda: torch.cat([torch.ones(1, 4), v]),
@@ -55,6 +55,27 @@ def test_released_tensor_error_names_the_scope_location_for_every_kind_of_use() 
     assert isinstance(info.value, RuntimeError)
     assert where in repr(t) and where in str(t) and where in f"{t}"
     assert hash(t) == hash(t)  # usable as a dict key / in sets
+
+
+def test_released_tensor_answers_metadata_truthfully_and_gc_recipes_work() -> None:
+    import gc
+
+    with torchmem.scope():
+        t = torch.randn(4, 3, dtype=torch.float64)
+        v = t[1:]
+    assert is_released(t) and is_released(v)
+    assert t.shape == (4, 3) and t.size() == (4, 3) and t.size(1) == 3
+    assert t.dtype == torch.float64 and t.device.type == "cpu" and t.dim() == 2
+    assert t.numel() == 12 and t.element_size() == 8 and t.stride() == (3, 1)
+    assert t.untyped_storage().nbytes() == 0  # the truth: its memory is gone
+    assert t.grad is None and t.grad_fn is None and not t.requires_grad
+    assert v._base is t and is_released(v._base)
+    assert is_released(t.data)  # another object over the freed storage fails clearly too
+    # the forum recipe, and torchmem's own gc-walking tools
+    sizes = [o.size() for o in gc.get_objects() if torch.is_tensor(o)]
+    assert torch.Size([4, 3]) in sizes
+    torchmem.census()
+    torchmem.read("cpu", exact=True)
 
 
 def test_pre_existing_and_kept_tensors_are_untouched_by_released_ones() -> None:

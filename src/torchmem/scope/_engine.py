@@ -12,6 +12,15 @@ Modes are thread-local: ops other threads run are not registered, except autogra
 worker threads, which run backward ops under the caller's modes; those are gradients
 and are protected anyway.
 
+The engine also remembers (weakly) every tensor over a storage that existed before
+the scope which an op *mutated* inside it (``total += loss``, ``buf.copy_(h)``): such a
+tensor can carry an autograd graph built inside the scope, and the scope must not free
+what that graph saved.
+
+A scope entered in a generator (or coroutine) frame owns the ops run while that frame
+executes, not those its consumer runs while the generator is suspended at a ``yield``:
+those go to the innermost scope whose frame is running, or to none.
+
 Besides the mode, while any scope is open in the process two kinds of global hooks
 are installed (and removed when the last scope exits): optimizer step post-hooks
 (``torch.optim.optimizer.register_optimizer_step_post_hook``) mark the optimizer's
@@ -40,6 +49,7 @@ __all__ = ["Entry", "ThreadState", "state", "install_hooks", "uninstall_hooks"]
 
 _ALWAYS_NEW = frozenset({"aten::lift_fresh", "aten::lift_fresh_copy"})
 _current_node = getattr(torch._C, "_current_autograd_node", None)
+_saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
 
 
 class Entry(weakref.ref):  # type: ignore[type-arg]
@@ -92,9 +102,9 @@ class ThreadState:
                 scope = scope._parent
 
     def register(self, st: Any, key: int, t: torch.Tensor) -> None:
-        if not self.stack:
+        owner = owner_of(self.stack)
+        if owner is None:
             return
-        owner = self.stack[-1]
         n = int(st.nbytes())
         entry = Entry(st, self._forget)
         entry.key = key
@@ -104,6 +114,10 @@ class ThreadState:
         entry.reason = None
         if _current_node is not None and _current_node() is not None:
             entry.reason = "autograd"
+        elif _saved_hooks is not None and _saved_hooks(False) is not None:
+            # made while saved-tensor hooks are active (checkpoint, save_on_cpu): the
+            # hooks may keep it in Python objects that autograd reads in backward
+            entry.reason = "saved_tensors_hooks"
         with self.lock:
             self.entries[key] = entry
             owner._entries[key] = entry
@@ -117,6 +131,14 @@ class ThreadState:
                     scope._peak = live
                 scope = scope._parent
 
+    def touch(self, t: torch.Tensor) -> None:
+        """Remember ``t``, a tensor over a pre-existing storage mutated in the scope."""
+        owner = owner_of(self.stack)
+        if owner is not None:
+            ref = owner._touched.get(id(t))
+            if ref is None or ref() is not t:
+                owner._touched[id(t)] = weakref.ref(t)
+
     def mark(self, t: torch.Tensor, reason: str) -> None:
         """Protect the registered storage behind ``t`` (if any) for ``reason``."""
         try:
@@ -126,6 +148,15 @@ class ThreadState:
         entry = self.entries.get(key)
         if entry is not None and entry.reason is None:
             entry.reason = reason
+
+
+def owner_of(stack: list[Scope]) -> Scope | None:
+    """The innermost scope of ``stack`` that is running (not suspended in a generator)."""
+    for scope in reversed(stack):
+        frame = scope._suspendable
+        if frame is None or frame.f_back is not None:
+            return scope
+    return None
 
 
 def _tensors(value: Any, out: list[torch.Tensor]) -> None:
@@ -155,6 +186,7 @@ class _Mode(TorchDispatchMode):
         super().__init__()
         self.state = st
         self.always_new: dict[Any, bool] = {}
+        self.mutating: dict[Any, bool] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
@@ -184,6 +216,9 @@ class _Mode(TorchDispatchMode):
             ref = tensors.get(id(t))
             if ref is None or ref() is not t:
                 tensors[id(t)] = weakref.ref(t)
+            # an enclosing scope's tensor mutated here may now carry this scope's graph
+            if entry.owner is not st.stack[-1] and self._mutates(func):
+                st.touch(t)
             return
         if t.is_meta:
             return
@@ -202,9 +237,21 @@ class _Mode(TorchDispatchMode):
                 if cached is None:
                     cached = inputs[0] = _input_keys(args, kwargs)
                 keys = cached
-            if key in keys:
-                return  # a view of, or an in-place result on, an input
+            if key in keys:  # a view of, or an in-place result on, an input
+                if self._mutates(func):
+                    st.touch(t)
+                return
         st.register(storage, key, t)
+
+    def _mutates(self, func: Any) -> bool:
+        mutating = self.mutating.get(func)
+        if mutating is None:
+            try:
+                mutating = bool(func._schema.is_mutable)
+            except AttributeError:
+                mutating = True  # unknown: assume it may carry a new graph
+            self.mutating[func] = mutating
+        return mutating
 
 
 _tls = threading.local()

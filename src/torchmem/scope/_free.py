@@ -6,9 +6,19 @@ bounds when a kernel reads such a tensor (reading it can crash the process), so 
 tensor object torchmem knows over a freed storage has its class swapped to
 :class:`ReleasedTensor` (or :class:`ReleasedParameter`), whose ``__torch_function__``
 raises :class:`~torchmem.errors.ReleasedTensorError` naming who released it and where.
-Methods, ``torch.*`` functions, operators, indexing and properties such as ``.shape``
-all go through ``__torch_function__``; ``repr()``/``str()`` print a placeholder instead
-of raising, so debuggers and logs keep working.
+Methods, ``torch.*`` functions, operators and indexing all go through
+``__torch_function__``. Questions about the tensor that read no data (``.shape``,
+``.dtype``, ``.device``, ``.size()``, ``.numel()``, ``.untyped_storage()``, ``.grad``...)
+answer truthfully -- the original shape, dtype and device, and a storage of 0 bytes -- so
+that ``gc``-walking recipes and other tools keep working; ``repr()``/``str()`` print a
+placeholder instead of raising, so debuggers and logs keep working.
+
+Before a storage is freed, :func:`invalidate` bumps the version counter of every
+tensor over it. A tensor saved for backward by an autograd graph shares that counter,
+so a backward pass that would read the freed storage raises torch's own "modified by
+an inplace operation" error instead of reading freed memory: the scope and
+``release`` never free what they know a graph still needs, and this is the net under
+that rule.
 """
 
 from __future__ import annotations
@@ -28,7 +38,9 @@ __all__ = [
     "free_storage",
     "mark_released",
     "caller_location",
+    "user_frame",
     "use_count",
+    "invalidate",
 ]
 
 _INFO = "_torchmem_released_by"
@@ -73,6 +85,77 @@ def _repr(self: Any) -> str:
     return f"<released tensor: freed by {self.__dict__.get(_INFO, 'torchmem')}>"
 
 
+# Attributes and methods that read no tensor data: a released tensor answers them.
+_SAFE_GETTERS = frozenset({
+    "shape", "dtype", "device", "layout", "ndim", "requires_grad", "is_leaf", "grad_fn",
+    "grad", "_base", "data", "is_cuda", "is_cpu", "is_meta", "is_mps", "is_xpu",
+    "is_sparse", "is_sparse_csr", "is_quantized", "is_mkldnn", "is_nested", "is_vulkan",
+    "is_ipu", "is_xla", "is_mtia", "is_maia", "names", "name", "itemsize", "nbytes",
+    "_version", "output_nr", "_grad_fn", "retains_grad", "_backward_hooks",
+    "_post_accumulate_grad_hooks",
+})
+_SAFE_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset",
+    "element_size", "untyped_storage", "is_contiguous", "get_device", "is_floating_point",
+    "is_complex", "is_signed", "is_inference", "is_pinned", "is_shared", "_is_view",
+    "data_ptr", "_use_count", "is_set_to", "has_names", "type", "__len__",
+    "__sizeof__", "requires_grad_", "retain_grad", "register_hook", "_typed_storage",
+    "storage",
+})
+
+
+def _safe_funcs() -> tuple[frozenset[int], frozenset[Any]]:
+    base = torch._C.TensorBase
+    getters = set()
+    for name in _SAFE_GETTERS:
+        d = base.__dict__.get(name) or torch.Tensor.__dict__.get(name)
+        if d is not None:
+            getters.add(id(d))
+    methods = set()
+    for name in _SAFE_METHODS:
+        for owner in (base, torch.Tensor):
+            f = owner.__dict__.get(name)
+            if f is not None:
+                methods.add(f)
+    return frozenset(getters), frozenset(methods)
+
+
+_GETTER_IDS, _METHODS = _safe_funcs()
+
+
+def _answers_metadata(func: Any) -> bool:
+    if getattr(func, "__name__", None) == "__get__":
+        return id(getattr(func, "__self__", None)) in _GETTER_IDS
+    try:
+        return func in _METHODS
+    except TypeError:  # unhashable callables
+        return False
+
+
+def _over_freed_storage(t: torch.Tensor) -> bool:
+    try:
+        return t.untyped_storage().nbytes() == 0 and t.numel() > 0
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return False
+
+
+def _metadata(func: Any, args: Any, kwargs: Any) -> Any:
+    with torch._C.DisableTorchFunctionSubclass():
+        out = func(*args, **(kwargs or {}))
+    # `.data` and `._base` hand out another tensor object over the same freed storage:
+    # it must fail clearly too, instead of reading freed memory.
+    if isinstance(out, torch.Tensor) and not is_released(out) and _over_freed_storage(out):
+        mark_released([out], _released_by(args[0]) if args else "torchmem")
+    return out
+
+
+def _released_by(t: Any) -> str:
+    try:
+        return str(t.__dict__.get(_INFO, "torchmem"))
+    except AttributeError:
+        return "torchmem"
+
+
 class _Released:
     """Behaviour shared by released tensors and parameters (no state: ``__slots__ = ()``
     keeps the instance layout unchanged, which the ``__class__`` swap requires)."""
@@ -83,6 +166,8 @@ class _Released:
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if func is torch.Tensor.__hash__:
             return object.__hash__(args[0])
+        if _answers_metadata(func):
+            return _metadata(func, args, kwargs)
         _raise(args, kwargs)
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
@@ -133,6 +218,25 @@ def mark_released(tensors: Iterable[torch.Tensor], by: str) -> int:
     return n
 
 
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)
+
+
+def invalidate(tensors: Iterable[torch.Tensor]) -> None:
+    """Bump the version counter of each tensor (shared with its views and with the
+    copies autograd saved of it), so that unpacking a saved copy raises torch's
+    "modified by an inplace operation" error instead of reading a freed storage."""
+    for t in tensors:
+        try:
+            if _increment_version is not None:
+                with torch._C.DisableTorchFunctionSubclass():
+                    _increment_version(t)
+            else:  # pragma: no cover - torch < 2.1 has no public API for it
+                torch._C._autograd._unsafe_set_version_counter((t,), (t._version + 1,))
+        except (RuntimeError, TypeError, AttributeError):
+            # inference tensors have no version counter: autograd never saves them
+            continue
+
+
 def free_storage(st: Any) -> int:
     """Resize an untyped storage to 0 bytes; return the bytes freed (0 if impossible)."""
     try:
@@ -167,12 +271,20 @@ def _short(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def caller_location(skip_prefix: str = "torchmem") -> str:
-    """``file:line`` of the first frame outside torchmem and contextlib."""
+def user_frame(skip_prefix: str = "torchmem") -> Any:
+    """The first frame outside torchmem and contextlib (``None`` if there is none)."""
     frame = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if not (module.startswith(skip_prefix) or module == "contextlib"):
-            return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}"
+            return frame
         frame = frame.f_back  # type: ignore[assignment]
-    return "<unknown>"
+    return None
+
+
+def caller_location(skip_prefix: str = "torchmem") -> str:
+    """``file:line`` of the first frame outside torchmem and contextlib."""
+    frame = user_frame(skip_prefix)
+    if frame is None:
+        return "<unknown>"
+    return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}"

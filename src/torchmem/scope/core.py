@@ -55,17 +55,25 @@ Known limitations:
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import weakref
 from typing import Any, Callable, Literal, TypeVar, overload
 
 import torch
 
-from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key, walk
+from torchmem.collect.graph import storage_key
 from torchmem.errors import UsageError
 from torchmem.model.scope import ScopeReport
 from torchmem.scope import _engine
-from torchmem.scope._free import caller_location, free_storage, mark_released, use_count
+from torchmem.scope._free import (
+    caller_location,
+    free_storage,
+    invalidate,
+    mark_released,
+    user_frame,
+)
+from torchmem.scope._graphs import DyingSaves, LiveGraphs, can_account
 from torchmem.scope._objects import iter_tensors
 
 __all__ = ["Scope", "ScopeReport", "scope", "scoped"]
@@ -73,9 +81,8 @@ __all__ = ["Scope", "ScopeReport", "scope", "scoped"]
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
-# references to a storage besides its tensors' impls: the Python storage object that
-# the engine's weakref keeps alive (torch preserves it while the storage lives)
-_BASE_REFS = 1
+# code flags of frames that can be suspended (generators, coroutines)
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class Scope:
@@ -96,6 +103,9 @@ class Scope:
         self._entries: dict[int, _engine.Entry] = {}
         self._kept: dict[int, weakref.ref] = {}
         self._kept_keys: set[int] = set()
+        self._touched: dict[int, weakref.ref] = {}
+        # the generator/coroutine frame that entered the scope (None for plain frames)
+        self._suspendable: Any = None
         self._created = 0
         self._created_bytes = 0
         self._live = 0
@@ -112,6 +122,10 @@ class Scope:
                 tip="call torchmem.scope() again for each block",
             )
         self.location = caller_location()
+        frame = user_frame()
+        if frame is not None and frame.f_code.co_flags & _SUSPENDABLE:
+            self._suspendable = frame
+        del frame
         st = _engine.state()
         self._parent = st.stack[-1] if st.stack else None
         self._thread = threading.get_ident()
@@ -135,6 +149,7 @@ class Scope:
             self._report = self._close(exc_type.__name__ if exc_type else None)
         finally:
             self._open = False
+            self._suspendable = None
             st.paused = paused
             _engine.pop(st, self)
         return False
@@ -205,9 +220,6 @@ class Scope:
             k = storage_key(t)
             if k is not None:
                 kept_keys.add(k)
-        graph = walk([t for t in kept_objs if t.grad_fn is not None])
-        del kept_objs
-        saved_keys = set(graph.saved) | set(graph.leaves)
         outer_keys: set[int] = set()
         parent = self._parent
         while parent is not None:
@@ -220,11 +232,18 @@ class Scope:
         hand_on: list[_engine.Entry] = []
         drop: list[_engine.Entry] = []
         candidates: list[_engine.Entry] = []
+        # graphs that outlive the scope: of kept tensors, of pre-existing tensors
+        # mutated inside, and of every tensor the scope does not free
+        live = LiveGraphs()
+        live.add(kept_objs)
+        live.add(t for t in (r() for r in self._touched.values()) if t is not None)
+        del kept_objs
 
         def protect(e: _engine.Entry, reason: str, n: int) -> None:
             nonlocal protected_bytes
             protected[reason] = protected.get(reason, 0) + 1
             protected_bytes += n
+            live.add(e.alive_tensors())
 
         for e in list(self._entries.values()):
             stg = e()
@@ -235,12 +254,10 @@ class Scope:
                 kept += 1
                 kept_bytes += n
                 hand_on.append(e)
+                live.add(e.alive_tensors())
             elif e.reason is not None:
                 protect(e, e.reason, n)
                 drop.append(e)
-            elif k in saved_keys:
-                protect(e, "saved_for_backward", n)
-                hand_on.append(e)
             elif k in outer_keys:
                 protect(e, "outer_keep", n)
                 hand_on.append(e)
@@ -251,19 +268,36 @@ class Scope:
             else:
                 candidates.append(e)
 
+        candidates = self._spare_saved(candidates, live, protect, hand_on)
+        free: list[tuple[_engine.Entry, list[torch.Tensor]]] = []
+        if candidates:
+            dying = DyingSaves((t for e in candidates for t in e.alive_tensors()),
+                               {e.key for e in candidates}, live)
+            for e in candidates:
+                stg = e()
+                if stg is None:
+                    continue
+                impls = can_account(stg, e.key, e.alive_tensors(), dying)
+                if impls is None:
+                    protect(e, "unseen_holder", e.nbytes)
+                    drop.append(e)
+                else:
+                    free.append((e, impls))
+            dying.clear()
+            del dying
+            if len(free) < len(candidates):  # graphs of what was spared stay alive
+                spared = {id(e) for e in
+                          self._spare_saved([e for e, _ in free], live, protect, hand_on)}
+                free = [(e, impls) for e, impls in free if id(e) in spared]
+
         released = released_bytes = released_tensors = 0
-        extras = _saved_copies(candidates)
-        for e in candidates:
+        for e, impls in free:
             stg = e()
             if stg is None:
                 continue
             objs = e.alive_tensors()
-            count = use_count(stg)
-            if count is not None and count > len(objs) + extras.get(e.key, 0) + _BASE_REFS:
-                protect(e, "unseen_holder", e.nbytes)
-                drop.append(e)
-                continue
             n = int(stg.nbytes())
+            invalidate(impls)
             freed = free_storage(stg)
             if n and not freed:
                 protect(e, "not_resizable", n)
@@ -272,9 +306,15 @@ class Scope:
             released += 1
             released_bytes += freed
             released_tensors += mark_released(objs, by)
+            seen = {id(t) for t in objs}  # bases and saved copies over the freed storage
+            mark_released([t for t in impls if id(t) not in seen], by)
             drop.append(e)
-            del objs
+            del objs, impls
+        del free
         self._hand_on(hand_on, drop)
+        if self._parent is not None:
+            self._parent._touched.update(self._touched)
+        self._touched.clear()
         return ScopeReport(
             location=self.location or "<unknown>",
             created=self._created,
@@ -290,6 +330,22 @@ class Scope:
             peak_bytes=self._peak,
             error=error,
         )
+
+    @staticmethod
+    def _spare_saved(candidates: list[_engine.Entry], live: LiveGraphs,
+                     protect: Callable[[_engine.Entry, str, int], None],
+                     hand_on: list[_engine.Entry]) -> list[_engine.Entry]:
+        """Protect the candidates a live graph saved for backward, until none is left;
+        return the others."""
+        while True:
+            saved = [e for e in candidates if e.key in live.saved_keys]
+            if not saved:
+                return candidates
+            ids = {id(e) for e in saved}
+            candidates = [e for e in candidates if id(e) not in ids]
+            for e in saved:
+                protect(e, "saved_for_backward", e.nbytes)  # adds its graph to `live`
+                hand_on.append(e)
 
     def _hand_on(self, hand_on: list[_engine.Entry], drop: list[_engine.Entry]) -> None:
         """Move kept entries to the parent scope; forget the others."""
@@ -313,31 +369,6 @@ class Scope:
                     scope._live -= e.nbytes
                     scope = scope._parent
         self._entries.clear()
-
-
-def _saved_copies(candidates: list[_engine.Entry]) -> dict[int, int]:
-    """Per candidate storage: copies held in saved tensors of graphs built from the
-    candidates (autograd saves an op's *output* as a separate tensor impl)."""
-    keys = {e.key for e in candidates}
-    roots = []
-    known: dict[int, set[int]] = {}
-    for e in candidates:
-        ids = known.setdefault(e.key, set())
-        for t in e.alive_tensors():
-            ids.add(id(t))
-            if t.grad_fn is not None:
-                roots.append(t.grad_fn)
-    extras: dict[int, int] = {}
-    if not roots:
-        return extras
-    for node in iter_nodes(roots):
-        saved = saved_tensors(node)
-        for u in saved:
-            k = storage_key(u)
-            if k in keys and id(u) not in known[k]:
-                extras[k] = extras.get(k, 0) + 1
-        del saved  # drop the unpacked copies before references are counted
-    return extras
 
 
 def scope(name: str | None = None) -> Scope:

@@ -9,6 +9,7 @@ instead of reading freed memory.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import torch
@@ -17,10 +18,11 @@ from torchmem.errors import UsageError
 from torchmem.scope._free import (
     caller_location,
     free_storage,
+    invalidate,
     is_released,
     mark_released,
-    use_count,
 )
+from torchmem.scope._graphs import NO_GRAPHS, can_account
 from torchmem.scope._objects import is_supported, iter_tensors
 
 __all__ = ["release"]
@@ -33,9 +35,13 @@ def release(obj: Any, *, force: bool = False) -> int:
         obj: a tensor; a (nested) list/tuple/dict of tensors; an ``nn.Module`` (its
             parameters, their gradients and its buffers); an optimizer (its state:
             ``exp_avg``, momentum buffers...).
-        force: free storages that other tensors torchmem cannot reach also point at
-            (views or ``.data`` aliases made elsewhere). Those other tensors then read
-            freed memory if used, so the default refuses.
+        force: free storages that something outside ``obj`` also uses: views or
+            ``.data`` aliases made elsewhere, or a live autograd graph that saved them
+            for backward. Torch does not check bounds, so those other tensors would
+            read freed memory; the default refuses. With ``force=True`` the storages
+            are freed anyway and their version counters are bumped, so a backward pass
+            through such a graph raises torch's "modified by an inplace operation"
+            error instead of reading freed memory; other aliases are not protected.
 
     Returns:
         Bytes returned to the allocator (each storage counted once; views of one
@@ -43,7 +49,8 @@ def release(obj: Any, *, force: bool = False) -> int:
 
     Raises:
         UsageError: ``obj`` is not a tensor, container, module or optimizer; or a
-            storage is shared with tensors outside ``obj`` and ``force`` is False.
+            storage is used outside ``obj`` (views, aliases, a live autograd graph
+            that saved it) and ``force`` is False.
             Nothing is freed when an error is raised.
 
     Example:
@@ -78,18 +85,27 @@ def release(obj: Any, *, force: bool = False) -> int:
         key = int(st._cdata)
         storages.setdefault(key, st)
         groups.setdefault(key, []).append(t)
-    if not force:
-        for key, st in storages.items():
-            count = use_count(st)
-            # one reference per tensor impl, plus the Python storage object we hold
-            if count is not None and count > len(groups[key]) + 1:
-                raise UsageError(
-                    "torchmem.release: a storage is shared with tensors outside the "
-                    f"object; expected only its own {len(groups[key])} tensor(s), got "
-                    f"{count - 1} references",
-                    tip="release the views/aliases together (a list), drop them first, "
-                    "or pass force=True",
-                )
+    # a leaf released together with its gradient is what holds that gradient
+    grads = Counter(id(t.grad) for t in tensors
+                    if t.is_leaf and t.requires_grad and t.grad is not None)
+    accounted: dict[int, list[torch.Tensor]] = {}
+    for key, st in storages.items():
+        impls = can_account(st, key, groups[key], NO_GRAPHS, grads)
+        if impls is None and not force:
+            raise UsageError(
+                "torchmem.release: a storage is still used by something outside the "
+                "object; expected only its own "
+                f"{len(groups[key])} tensor(s) to use it, got another user (a view or "
+                "alias you did not pass, or a live autograd graph that saved it for "
+                "backward)",
+                tip="release the views/aliases together (a list), run or drop the "
+                "graph first (backward, or del the loss), or pass force=True",
+            )
+        accounted[key] = impls if impls is not None else groups[key]
+    for key in storages:
+        invalidate(accounted[key])  # a graph that still saved it fails clearly, never reads it
     freed = sum(free_storage(st) for st in storages.values())
-    mark_released(tensors, f"torchmem.release() called at {caller_location()}")
+    by = f"torchmem.release() called at {caller_location()}"
+    mark_released(tensors, by)
+    mark_released([t for impls in accounted.values() for t in impls if id(t) not in seen], by)
     return freed
