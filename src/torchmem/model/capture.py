@@ -15,6 +15,7 @@ from typing import Any
 
 from torchmem.errors import CaptureError
 from torchmem.model._serde import Record
+from torchmem.model.schema import NON_NEGATIVE, SchemaError, bounds, describe, validate
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -25,10 +26,19 @@ __all__ = [
     "Finding",
     "StorageSummary",
     "Capture",
+    "MAX_CAPTURE_BYTES",
 ]
 
 #: Version of the JSON capture format. Bump on any incompatible change.
 SCHEMA_VERSION = 1
+
+#: Largest capture file :meth:`Capture.load` reads (a run of millions of steps fits).
+MAX_CAPTURE_BYTES = 256 * 1024 * 1024
+
+#: Most devices, and most keys of a per-device object, a capture may list.
+_DEVICES = bounds(min=0, max_items=1024)
+#: Most entries of the capture's other lists (findings, notes, evidence...).
+_MANY = bounds(max_items=100_000)
 
 #: Cause classes a finding can carry, in the order reports list them when bytes tie.
 CAUSES: tuple[str, ...] = (
@@ -60,12 +70,12 @@ class StepRecord(Record):
         rss: the process resident set size at the step boundary.
     """
 
-    step: int
-    time: float
-    used: dict[str, int] = field(default_factory=dict)
-    reserved: dict[str, int] = field(default_factory=dict)
-    peak: dict[str, int] = field(default_factory=dict)
-    rss: int | None = None
+    step: int = field(metadata=NON_NEGATIVE)
+    time: float = field(metadata=NON_NEGATIVE)
+    used: dict[str, int] = field(default_factory=dict, metadata=_DEVICES)
+    reserved: dict[str, int] = field(default_factory=dict, metadata=_DEVICES)
+    peak: dict[str, int] = field(default_factory=dict, metadata=_DEVICES)
+    rss: int | None = field(default=None, metadata=NON_NEGATIVE)
 
 
 @dataclass(frozen=True)
@@ -87,8 +97,8 @@ class Growth(Record):
     verdict: str
     bytes_per_step: float = 0.0
     r2: float = 0.0
-    first_step: int = 0
-    last_step: int = 0
+    first_step: int = field(default=0, metadata=NON_NEGATIVE)
+    last_step: int = field(default=0, metadata=NON_NEGATIVE)
     total_growth: int = 0
     reason: str = ""
 
@@ -111,7 +121,7 @@ class Culprit(Record):
     name: str
     kind: str = "unknown"
     file: str | None = None
-    line: int | None = None
+    line: int | None = field(default=None, metadata=NON_NEGATIVE)
     code: str | None = None
     function: str | None = None
     type: str | None = None
@@ -138,11 +148,11 @@ class Finding(Record):
     cause: str
     title: str
     device: str = "cpu"
-    bytes: int = 0
+    bytes: int = field(default=0, metadata=NON_NEGATIVE)
     bytes_per_step: float = 0.0
     culprit: Culprit | None = None
-    evidence: tuple[str, ...] = ()
-    data: dict[str, Any] = field(default_factory=dict)
+    evidence: tuple[str, ...] = field(default=(), metadata=_MANY)
+    data: dict[str, Any] = field(default_factory=dict, metadata=_MANY)
     fix: str = ""
     confidence: str = "high"
 
@@ -151,10 +161,10 @@ class Finding(Record):
 class StorageSummary(Record):
     """One of the largest live storages, as listed in a capture (no tensor data)."""
 
-    nbytes: int
+    nbytes: int = field(metadata=NON_NEGATIVE)
     device: str
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple[int, ...] = field(metadata=bounds(min=0, max_items=64))
     role: str
     name: str | None = None
 
@@ -188,7 +198,7 @@ class Capture(Record):
 
     tool: str
     version: str
-    argv: tuple[str, ...]
+    argv: tuple[str, ...] = field(metadata=_MANY)
     started_at: str
     duration_s: float
     exit_code: int
@@ -196,16 +206,18 @@ class Capture(Record):
     schema_version: int = SCHEMA_VERSION
     error: str | None = None
     step_source: str = "none"
-    devices: tuple[str, ...] = ()
+    devices: tuple[str, ...] = field(default=(), metadata=_DEVICES)
     steps: tuple[StepRecord, ...] = ()
-    peak: dict[str, int] = field(default_factory=dict)
-    timeline: dict[str, list[float]] = field(default_factory=dict)
-    growth: tuple[Growth, ...] = ()
-    findings: tuple[Finding, ...] = ()
-    top_storages: tuple[StorageSummary, ...] = ()
-    bytes_by_role: dict[str, int] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    environment: dict[str, str] = field(default_factory=dict)
+    peak: dict[str, int] = field(default_factory=dict, metadata=_DEVICES)
+    timeline: dict[str, list[float]] = field(default_factory=dict,
+                                             metadata=bounds(max_items=1024))
+    growth: tuple[Growth, ...] = field(default=(), metadata=bounds(max_items=1024))
+    findings: tuple[Finding, ...] = field(default=(), metadata=_MANY)
+    top_storages: tuple[StorageSummary, ...] = field(default=(), metadata=_MANY)
+    bytes_by_role: dict[str, int] = field(default_factory=dict,
+                                          metadata=bounds(min=0, max_items=100_000))
+    notes: tuple[str, ...] = field(default=(), metadata=_MANY)
+    environment: dict[str, str] = field(default_factory=dict, metadata=_MANY)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this capture as JSON, atomically (a failed write leaves no partial file)."""
@@ -223,42 +235,104 @@ class Capture(Record):
         return target
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "Capture":
-        """Read a capture written by :meth:`save`.
+    def from_dict(cls, data: dict[str, Any]) -> "Capture":
+        """Validate ``data`` against the capture schema, then build the capture.
 
         Raises:
-            CaptureError: the file is missing, not JSON, truncated, not a torchmem
-                capture, or of a newer schema version.
+            SchemaError: (a ``ValueError``) the first value that does not match, with its
+                path, e.g. ``steps[3].time: expected a finite number, got "abc"``.
+        """
+        validate(cls, data)
+        return super().from_dict(data)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *,
+             max_bytes: int | None = None) -> "Capture":
+        """Read and validate a capture written by :meth:`save`.
+
+        Args:
+            path: the JSON file.
+            max_bytes: refuse files larger than this (default :data:`MAX_CAPTURE_BYTES`).
+
+        Raises:
+            CaptureError: the file is missing, unreadable, too large, not UTF-8, not JSON,
+                not a torchmem capture, of a newer schema version, or any value in it
+                does not match the schema (one message naming the first bad value).
         """
         p = Path(path)
+        if max_bytes is None:
+            max_bytes = MAX_CAPTURE_BYTES
         try:
-            raw = p.read_bytes()
+            with p.open("rb") as fh:
+                raw = fh.read(max_bytes + 1)
         except FileNotFoundError:
             raise CaptureError(f"capture not found: {p}", tip="pass a file written by --json") from None
         except OSError as err:
-            raise CaptureError(f"cannot read capture {p}: {err.strerror}") from None
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise CaptureError(f"cannot read capture {p}: {err.strerror or err}") from None
+        except MemoryError:
+            raise CaptureError(f"cannot read capture {p}: out of memory") from None
+        if len(raw) > max_bytes:
             raise CaptureError(
-                f"{p} is not a valid torchmem capture; expected JSON, got a parse error ({err})",
-                tip="the file may be truncated; re-run with --json to record it again",
-            ) from None
-        return cls.from_json_dict(data, source=str(p))
+                f"{p} is not a valid torchmem capture; expected at most {max_bytes} bytes, "
+                "got a larger file", tip="pass a file written by --json")
+        return cls.loads(raw, source=str(p))
+
+    @classmethod
+    def loads(cls, raw: bytes | str, source: str = "capture") -> "Capture":
+        """Parse and validate a capture from its JSON text (see :meth:`load`).
+
+        Raises:
+            CaptureError: as :meth:`load`.
+        """
+        bad = f"{source} is not a valid torchmem capture"
+        retry = "the file may be truncated or damaged; re-run with --json to record it again"
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise CaptureError(f"{bad}; expected UTF-8 JSON text, got an undecodable byte "
+                                   f"at offset {err.start}", tip=retry) from None
+        if not raw.strip():
+            raise CaptureError(f"{bad}; expected JSON, got an empty file", tip=retry)
+        try:
+            data = json.loads(raw, parse_constant=_reject_constant)
+        except RecursionError:
+            raise CaptureError(f"{bad}; expected JSON nested a few levels deep, got deeper "
+                               "nesting than the parser allows", tip=retry) from None
+        except json.JSONDecodeError as err:
+            raise CaptureError(f"{bad}; expected JSON, got a parse error ({err})",
+                               tip=retry) from None
+        except (ValueError, MemoryError) as err:
+            raise CaptureError(f"{bad}; {err}", tip=retry) from None
+        return cls.from_json_dict(data, source=source)
 
     @classmethod
     def from_json_dict(cls, data: Any, source: str = "capture") -> "Capture":
         """Validate and build a capture from parsed JSON (see :meth:`load`)."""
         if not isinstance(data, dict) or "schema_version" not in data or "tool" not in data:
+            got = describe(data) if not isinstance(data, dict) else "an object without them"
             raise CaptureError(f"{source} is not a torchmem capture; expected an object "
-                               "with 'schema_version' and 'tool'")
+                               f"with 'schema_version' and 'tool', got {got}")
         version = data["schema_version"]
-        if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+        if (isinstance(version, bool) or not isinstance(version, int)
+                or version > SCHEMA_VERSION or version < 1):
             raise CaptureError(
-                f"{source} has schema_version {version!r}; this torchmem reads 1..{SCHEMA_VERSION}",
+                f"{source} has schema_version {describe(version)}; this torchmem reads "
+                f"1..{SCHEMA_VERSION}",
                 tip="upgrade torchmem to read captures from newer versions",
             )
         try:
             return cls.from_dict(data)
-        except (ValueError, TypeError, KeyError, AttributeError) as err:
-            raise CaptureError(f"{source} is a corrupted torchmem capture: {err}") from None
+        except SchemaError as err:
+            raise CaptureError(f"{source} is not a valid torchmem capture: {err}",
+                               tip="the file was damaged or edited; re-run with --json "
+                                   "to record it again") from None
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError,
+                OverflowError) as err:  # pragma: no cover - validate() lets none through
+            raise CaptureError(f"{source} is a corrupted torchmem capture: "
+                               f"{describe(str(err))}") from None
+
+
+def _reject_constant(name: str) -> float:
+    """``json.loads`` hook: ``NaN``/``Infinity`` are not JSON and never valid in a capture."""
+    raise ValueError(f"expected JSON numbers, got the non-standard literal {name}")

@@ -5,6 +5,8 @@ per step, over which steps, how good the fit is, on which device), then each fin
 ranked by bytes: its cause, the culprit as the user wrote it with ``file:line`` and the
 code, the evidence, and the fix. When nothing is wrong it says so, with the figures.
 :func:`findings_text` returns the same as plain text lines (for tests and tools).
+Every string from the capture is escaped first (:mod:`torchmem.report.sanitize`), so
+neither can pass a terminal escape sequence or a forged line from the capture.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from rich.console import Console
 from rich.text import Text
 
 from torchmem.model.capture import Capture, Finding, Growth
+from torchmem.report.sanitize import printable_capture
 from torchmem.units import format_bytes
 
-__all__ = ["render_findings", "findings_text", "headline"]
+__all__ = ["render_findings", "findings_text", "headline", "analysis_failures"]
 
 
 def _where(file: str | None, line: int | None) -> str | None:
@@ -51,10 +54,19 @@ def headline(capture: Capture) -> str:
     return "no steps were found, so growth per step could not be measured"
 
 
+#: how notes about a failed analysis start (the doctor's probe and the runner write them)
+_FAILURE_NOTES = ("analysis incomplete:", "probe error:")
+
+
+def analysis_failures(capture: Capture) -> list[str]:
+    """The notes saying a part of the doctor's analysis failed (empty when it all ran)."""
+    return [n.split(":", 1)[1].strip() for n in capture.notes if n.startswith(_FAILURE_NOTES)]
+
+
 def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
     """(text, style) lines of one finding."""
     end = f.data.get("end_step") if isinstance(f.data, dict) else None
-    if end:
+    if isinstance(end, (int, float)) and not isinstance(end, bool) and 0 < end < 2**63:
         steps = int(end)
     size = []
     if f.bytes_per_step:
@@ -81,9 +93,14 @@ def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
 
 def findings_text(capture: Capture) -> list[str]:
     """The doctor's verdict and findings as plain text lines."""
+    capture = printable_capture(capture)
     out = [f"torchmem doctor: {headline(capture)}"]
     steps = len(capture.steps)
-    if not capture.findings:
+    failed = analysis_failures(capture)
+    if not capture.findings and failed:
+        out.append(f"no verdict: the analysis was incomplete ({failed[0]}); nothing was found "
+                   "in what could be analysed, which is not a clean bill of health")
+    elif not capture.findings:
         out.append("no findings: no variable of the script accumulates tensors, autograd "
                    "graphs or hooks across steps, no cyclic garbage holds tensors, and "
                    "gradients are cleared between optimizer steps")
@@ -95,13 +112,15 @@ def findings_text(capture: Capture) -> list[str]:
 
 def render_findings(capture: Capture, console: Console) -> None:
     """Print the doctor's headline and findings on ``console``."""
+    capture = printable_capture(capture)
     steps = len(capture.steps)
     line = Text("torchmem doctor: ", style="bold")
     growing = any(g.verdict == "growing" for g in capture.growth)
     line.append(headline(capture), style="bold red" if growing else "bold green")
     console.print(line)
     if not capture.findings:
-        console.print(Text(findings_text(capture)[1], style="green"))
+        failed = bool(analysis_failures(capture))
+        console.print(Text(findings_text(capture)[1], style="bold yellow" if failed else "green"))
         return
     for i, f in enumerate(capture.findings, 1):
         console.print()

@@ -8,6 +8,7 @@ module never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from html import escape
@@ -40,43 +41,91 @@ class Series:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """About ``count`` round tick values covering ``[low, high]`` (1, 2, 2.5 or 5 x 10^k steps)."""
-    if not (math.isfinite(low) and math.isfinite(high)):
+#: Most ticks an axis gets, whatever its range (a bound on every tick loop).
+MAX_TICKS = 50
+
+
+def _ticks_on(low: float, high: float, step: float) -> list[float]:
+    """Multiples of ``step`` within ``[low, high]``, computed by index (never a float
+    accumulator that may stop advancing), at most :data:`MAX_TICKS` of them."""
+    if not (step > 0 and math.isfinite(step)):
         return []
+    first = math.ceil(low / step - 1e-9)
+    ticks = []
+    for i in range(MAX_TICKS + 1):
+        value = (first + i) * step
+        if value > high + step * 1e-9 or not math.isfinite(value):
+            break
+        if ticks and value <= ticks[-1]:  # the step is below float resolution here
+            continue
+        ticks.append(value)
+    return ticks if len(ticks) <= MAX_TICKS else ticks[:: -(-len(ticks) // MAX_TICKS)]
+
+
+def _finite_range(low: float, high: float) -> tuple[float, float] | None:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
     if high < low:
         low, high = high, low
+    if not math.isfinite(high - low):
+        return None
+    return low, high
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round tick values covering ``[low, high]`` (1, 2, 2.5 or 5 x 10^k steps).
+
+    Total on any input: non-finite bounds give ``[]``, and at most :data:`MAX_TICKS` ticks
+    are returned.
+    """
+    span = _finite_range(low, high)
+    if span is None:
+        return []
+    low, high = span
     if high == low:
         return [low]
     raw = (high - low) / max(1, count)
+    if raw <= 0:  # the span underflowed
+        return [low]
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    start = math.floor(low / step) * step
-    ticks = []
-    value = start
-    while value <= high + step * 1e-9:
-        if value >= low - step * 1e-9:
-            ticks.append(round(value, 10))
-        value += step
-    return ticks
+    return [round(t, 10) for t in _ticks_on(low, high, step)]
 
 
 def _byte_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Ticks on binary-friendly steps (multiples of KiB/MiB/GiB powers of two)."""
+    """Ticks on binary-friendly steps (multiples of KiB/MiB/GiB powers of two).
+
+    Total on any input: non-finite bounds give ``[]``, and at most :data:`MAX_TICKS` ticks
+    are returned.
+    """
+    span_ = _finite_range(low, high)
+    if span_ is None:
+        return []
+    low, high = span_
     span = max(high - low, 1.0)
     raw = span / max(1, count)
-    step = 1.0
-    while step * 2 <= raw:
-        step *= 2
+    step = 2.0 ** max(0, math.floor(math.log2(raw))) if raw >= 1 else 1.0
     if step * 1.5 < raw:
         step *= 2
-    start = math.floor(low / step) * step
-    ticks, value = [], start
-    while value <= high + step * 1e-9:
-        if value >= low - step * 1e-9:
-            ticks.append(value)
-        value += step
-    return ticks
+    return _ticks_on(low, high, step)
+
+
+def _empty(width: int) -> str:
+    return ('<svg xmlns="http://www.w3.org/2000/svg" class="chart empty" width="100%" '
+            f'viewBox="0 0 {width} 40" role="img"><text x="8" y="24">no data</text></svg>')
+
+
+def _finite(s: Series) -> Series:
+    """``s`` without the points that are not finite numbers (they cannot be drawn)."""
+    points = []
+    for x, y in zip(s.x, s.y):
+        try:
+            fx, fy = float(x), float(y)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if math.isfinite(fx) and math.isfinite(fy):
+            points.append((fx, fy))
+    return dataclasses.replace(s, x=[p[0] for p in points], y=[p[1] for p in points])
 
 
 def line_chart(series: Sequence[Series], *, width: int = 760, height: int = 260,
@@ -101,13 +150,13 @@ def line_chart(series: Sequence[Series], *, width: int = 760, height: int = 260,
         >>> svg.startswith("<svg")
         True
     """
-    drawn = [s for s in series if len(s.x) == len(s.y) and len(s.x) >= 1]
-    if not drawn:
-        return ('<svg xmlns="http://www.w3.org/2000/svg" class="chart empty" width="100%" '
-                f'viewBox="0 0 {width} 40" role="img"><text x="8" y="24">no data</text></svg>')
+    drawn = [_finite(s) for s in series if len(s.x) == len(s.y)]
+    drawn = [s for s in drawn if len(s.x) >= 1]
+    xs = [v for s in drawn for v in s.x]
+    ys = [v for s in drawn for v in s.y]
+    if not drawn or not math.isfinite(max(xs) - min(xs)) or not math.isfinite(max(ys) - min(ys)):
+        return _empty(width)
     left, right, top, bottom = 86, 16, 14, 40
-    xs = [float(v) for s in drawn for v in s.x]
-    ys = [float(v) for s in drawn for v in s.y]
     x0, x1 = min(xs), max(xs)
     y0, y1 = min(ys), max(ys)
     if y1 == y0:
@@ -117,7 +166,10 @@ def line_chart(series: Sequence[Series], *, width: int = 760, height: int = 260,
         pad = (y1 - y0) * 0.06
         y0, y1 = y0 - pad, y1 + pad
     if x1 == x0:
-        x0, x1 = x0 - 1, x1 + 1
+        pad = max(1.0, abs(x0) * 1e-6)
+        x0, x1 = x0 - pad, x1 + pad
+    if not all(math.isfinite(v) and v > 0 for v in (x1 - x0, y1 - y0)):
+        return _empty(width)
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def px(x: float) -> float:

@@ -4,11 +4,17 @@ The same renderer serves ``torchmem run``, ``torchmem doctor`` and ``torchmem re
 --text``: a headline, the peak per device, a per-step table (first and last steps and
 the growth per step), a sparkline of the timeline, and the doctor's findings when the
 capture has them. Never imports torch.
+
+Every string of the capture is escaped by :mod:`torchmem.report.sanitize` before it is
+printed (a capture is a file anyone may hand you), and reaches rich as a ``Text``, never
+as markup, so no capture string can move the cursor, write a link or the clipboard.
+Very large captures are shown in part: at most :data:`MAX_DEVICES` devices.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from typing import IO, Any, Sequence
 
@@ -16,10 +22,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from torchmem.analyze.growth import bytes_per_step
 from torchmem.model.capture import Capture, StepRecord
+from torchmem.report.sanitize import printable_capture
 from torchmem.units import format_bytes, format_delta
 
-__all__ = ["render_capture", "sparkline", "step_slope"]
+__all__ = ["render_capture", "sparkline", "step_slope", "MAX_DEVICES"]
+
+#: Most devices the text report lists (a capture may name up to 1024).
+MAX_DEVICES = 16
 
 _BARS = "▁▂▃▄▅▆▇█"
 _SOURCE_TEXT = {
@@ -32,8 +43,10 @@ _SOURCE_TEXT = {
 
 def sparkline(values: Sequence[float], width: int = 60) -> str:
     """A one-line bar chart of ``values``, bucketed to ``width`` characters (max per bucket)."""
+    values = [float(v) for v in values if math.isfinite(v)]
     if not values:
         return ""
+    width = max(1, width)
     if len(values) > width:
         size = len(values) / width
         values = [max(values[int(i * size):max(int((i + 1) * size), int(i * size) + 1)])
@@ -47,7 +60,7 @@ def sparkline(values: Sequence[float], width: int = 60) -> str:
 
 def step_slope(steps: Sequence[StepRecord], device: str, skip: float = 0.2) -> float | None:
     """Least-squares bytes per step on ``device``, skipping the first ``skip`` fraction."""
-    points = [(s.step, s.used[device]) for s in steps if device in s.used]
+    points = [(float(s.step), float(s.used[device])) for s in steps if device in s.used]
     points = points[int(len(points) * skip):]
     if len(points) < 3:
         return None
@@ -55,9 +68,10 @@ def step_slope(steps: Sequence[StepRecord], device: str, skip: float = 0.2) -> f
     mx = sum(p[0] for p in points) / n
     my = sum(p[1] for p in points) / n
     sxx = sum((p[0] - mx) ** 2 for p in points)
-    if sxx == 0:
+    if sxx == 0 or not math.isfinite(sxx):
         return None
-    return sum((p[0] - mx) * (p[1] - my) for p in points) / sxx
+    slope = sum((p[0] - mx) * (p[1] - my) for p in points) / sxx
+    return slope if math.isfinite(slope) else None
 
 
 def _headline(capture: Capture) -> Text:
@@ -95,13 +109,14 @@ def _device_table(capture: Capture) -> Table:
     table.add_column("at last step", justify="right")
     table.add_column("growth/step", justify="right")
     measure = {"cpu": "C heap in use"}
-    for device in capture.devices:
+    for device in capture.devices[:MAX_DEVICES]:
         first = next((s.used[device] for s in capture.steps if device in s.used), None)
         last = next((s.used[device] for s in reversed(capture.steps) if device in s.used), None)
-        slope = step_slope(capture.steps, device)
+        # the verdict's own number (analyze.growth), never a second estimate
+        slope = bytes_per_step(capture.steps, device, capture.growth)
         name = device + (f" ({measure[device]})" if device in measure else " (allocated)")
         table.add_row(
-            name,
+            Text(name),
             format_bytes(capture.peak[device]) if device in capture.peak else "n/a",
             format_bytes(first) if first is not None else "n/a",
             format_bytes(last) if last is not None else "n/a",
@@ -117,9 +132,9 @@ def _steps_table(capture: Capture, edge: int = 3) -> Table | None:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     table.add_column("step", justify="right")
     table.add_column("time", justify="right")
-    devices = [d for d in capture.devices if any(d in s.used for s in steps)]
+    devices = [d for d in capture.devices[:MAX_DEVICES] if any(d in s.used for s in steps)]
     for device in devices:
-        table.add_column(device, justify="right")
+        table.add_column(Text(device), justify="right")
         table.add_column("Δ", justify="right")
     shown: list[StepRecord | None] = (
         list(steps) if len(steps) <= 2 * edge + 1 else [*steps[:edge], None, *steps[-edge:]]
@@ -146,11 +161,13 @@ def _timeline_lines(capture: Capture) -> list[Text]:
     lines: list[Text] = []
     series = {k: v for k, v in capture.timeline.items() if k not in ("t", "step")}
     if not series:
-        series = {d: [float(s.used[d]) for s in capture.steps if d in s.used] for d in capture.devices}
+        series = {d: [float(s.used[d]) for s in capture.steps if d in s.used]
+                  for d in capture.devices[:MAX_DEVICES]}
         label = "per step"
     else:
         label = "sampled"
-    for device, values in series.items():
+    for device, values in list(series.items())[:MAX_DEVICES]:
+        values = [v for v in values if math.isfinite(v)]
         if len(values) < 2:
             continue
         line = Text(f"  {device:<8} ", style="bold")
@@ -169,6 +186,7 @@ def render_capture(capture: Capture, file: IO[str] | None = None, width: int | N
         width: console width (default: the terminal's, or 100 when not a terminal).
     """
     stream = file if file is not None else sys.stderr
+    capture = printable_capture(capture)
     console = Console(file=stream, width=width or (None if stream.isatty() else 100),
                       highlight=False, soft_wrap=False)
     console.print()
@@ -179,6 +197,10 @@ def render_capture(capture: Capture, file: IO[str] | None = None, width: int | N
     if capture.devices:
         console.print()
         console.print(_device_table(capture))
+        hidden = len(capture.devices) - MAX_DEVICES
+        if hidden > 0:
+            console.print(Text(f"({hidden} more devices not shown; see the HTML report)",
+                               style="dim"))
     table = _steps_table(capture)
     if table is not None:
         console.print()
