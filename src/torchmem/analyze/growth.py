@@ -33,7 +33,8 @@ from typing import Sequence
 from torchmem.model.capture import Growth, StepRecord
 from torchmem.units import format_bytes, format_delta
 
-__all__ = ["Fit", "theil_sen", "fit_line", "warmup_steps", "detect_growth", "growth_by_device"]
+__all__ = ["Fit", "theil_sen", "fit_line", "warmup_steps", "detect_growth", "growth_by_device",
+           "step_rate", "bytes_per_step"]
 
 #: at most this many points enter the O(n^2) Theil-Sen fit (evenly subsampled)
 _MAX_FIT_POINTS = 160
@@ -161,6 +162,36 @@ def detect_growth(points: Sequence[tuple[int, float]], device: str = "cpu", *,
     return verdict("growing",
                        f"grows by {format_delta(fit.slope)} per step over steps "
                          f"{first}-{last} (R^2 {fit.r2:.2f})")
+
+
+def step_rate(points: Sequence[tuple[int, float]], warmup: int | None = None) -> float | None:
+    """Bytes per step of a per-step series: the slope :func:`detect_growth` reports.
+
+    The Theil-Sen slope of the points after the warm-up, rounded as in a verdict; None
+    with fewer than two points after the warm-up. Every report shows this one number
+    for "growth per step", so that a table and a verdict never disagree.
+    """
+    skip = warmup_steps(len(points)) if warmup is None else warmup
+    window = list(points[skip:])
+    if len({s for s, _ in window}) < 2:
+        return None
+    return round(theil_sen([float(s) for s, _ in window], [float(v) for _, v in window]), 1)
+
+
+def bytes_per_step(steps: Sequence[StepRecord], device: str,
+                   growth: Sequence[Growth] = ()) -> float | None:
+    """The growth per step of ``device`` as a report shows it.
+
+    The value stored in the capture's verdict for ``device`` when there is one (None when
+    that verdict had too few steps to fit a line), else :func:`step_rate` of the series,
+    which is the same computation.
+    """
+    for g in growth:
+        if g.device == device:
+            if g.verdict == "undecided" and not g.bytes_per_step and not g.r2:
+                return None
+            return g.bytes_per_step
+    return step_rate([(r.step, float(r.used[device])) for r in steps if device in r.used])
 
 
 def growth_by_device(steps: Sequence[StepRecord], **kwargs: object) -> list[Growth]:

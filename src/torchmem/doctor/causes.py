@@ -261,7 +261,8 @@ def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_s
         lines.append("it is emptied now and then (e.g. each epoch) but grows again after each "
                      "reset: the peak grows with the epoch length")
     lines.append(f"measured at steps {first_step} and {last_step}: "
-                 f"{format_bytes(stats.retained_bytes)} reachable at step {last_step}")
+                 f"{format_bytes(stats.retained_bytes)} of tensor storage (tensors and saved "
+                 f"activations) reachable at step {last_step}")
     return lines
 
 
@@ -308,7 +309,8 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
                 "storage_bytes": stats.storage_bytes, "used_bytes": stats.used_bytes,
                 "nodes_per_step": round(sig["nodes"], 2), "items_per_step": round(sig["items"], 2),
                 "tensor_bytes_per_step": round(rate, 1), "snapshot_steps": [s.step for s in snaps],
-                "bytes_at_snapshot": stats.retained_bytes, "end_step": end}
+                "bytes_at_snapshot": stats.retained_bytes, "end_step": end,
+                "bytes_measure": "tensor_storage"}
         findings.append(Finding(
             cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
             device="cpu", bytes=at_end,
@@ -322,10 +324,18 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
             # The culprit explains the growth, but part of what it holds is not tensor
             # storage (autograd nodes, Python objects): the heap's measured growth is the
             # truer size of what is at stake.
-            findings[0] = _replace(f, bytes_per_step=round(growth["cpu"].bytes_per_step, 1),
-                                   bytes=max(f.bytes, int(growth["cpu"].total_growth)),
-                                   data={**f.data, "heap_bytes_per_step": growth["cpu"].bytes_per_step,
-                                         "heap_growth": growth["cpu"].total_growth})
+            g = growth["cpu"]
+            bytes_now = max(f.bytes, int(g.total_growth))
+            note = (f"the C heap grew by {format_bytes(g.total_growth)} over steps "
+                    f"{g.first_step}-{g.last_step} ({format_bytes(g.bytes_per_step)} per step), "
+                    f"more than the tensor storage above: the rest is the autograd nodes and "
+                    f"Python objects `{f.culprit.name if f.culprit else 'it'}` keeps alive, so "
+                    f"this finding's size ({format_bytes(bytes_now)}, "
+                    f"{format_bytes(g.bytes_per_step)}/step) is the heap's growth")
+            findings[0] = _replace(f, bytes_per_step=g.bytes_per_step, bytes=bytes_now,
+                                   evidence=f.evidence + (note,),
+                                   data={**f.data, "heap_bytes_per_step": g.bytes_per_step,
+                                         "heap_growth": g.total_growth, "bytes_measure": "heap"})
     return findings
 
 

@@ -18,9 +18,16 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 * on CUDA, the allocator statistics (fragmentation).
 
 At the end (however the script ended) it turns that evidence into findings
-(:func:`torchmem.doctor.causes.diagnose`). On an out-of-memory error it also takes a
-census of the live tensors at the failure point. It holds no tensor of the script
-between calls: snapshots are plain data, parameters are held by weak references.
+(:func:`torchmem.doctor.causes.diagnose`). The census of live tensors (largest storages,
+bytes by role) is taken at the deep-analysis boundaries, while the script's objects are
+alive, and the most recent one is kept (one census per boundary: a gc listing plus a
+pass over the live tensors); when the script fails, it is taken again at the failure
+point. It holds no tensor of the script between calls: snapshots are plain data,
+parameters are held by weak references.
+
+A part of the analysis that fails (an exception inside torchmem) never stops the other
+parts and is never silent: the error is recorded, named in the report's notes, and the
+report says that the analysis was incomplete instead of giving a clean bill of health.
 
 Known limitations:
     * Analysis happens at optimizer (or backward) step boundaries; memory kept only by
@@ -41,7 +48,10 @@ from torchmem.doctor.causes import Evidence, GradCheck, diagnose
 from torchmem.doctor.culprit import frame_chain, read_locals, take_snapshot
 from torchmem.doctor.runner import Outcome, Probe, Run
 
-__all__ = ["DoctorProbe", "analysis_steps"]
+__all__ = ["DoctorProbe", "analysis_steps", "ANALYSIS_FAILED"]
+
+#: how every note about a failed part of the analysis starts (renderers look for it)
+ANALYSIS_FAILED = "analysis incomplete:"
 
 
 def analysis_steps(step: int) -> bool:
@@ -70,15 +80,17 @@ class DoctorProbe(Probe):
 
     Args:
         deep: run the deep analysis at the boundaries (False: growth verdict only).
-        census_at_end: take a census of the live tensors when the script ends (at the
-            failure point for an exception or an out-of-memory error).
+        census_at_end: take a census of the live tensors: at the deep-analysis
+            boundaries (the last one is kept), at the failure point for an exception or
+            an out-of-memory error, and at the end when no boundary was reached.
 
     Attributes (after the run):
         findings: the diagnosed findings, largest first.
         growth: growth verdicts per device.
         evidence: the raw evidence (snapshots etc.), plain data.
-        census: the census taken at the end or at the failure point (or None).
+        census: the most recent census (or None); ``census_step`` says when.
         analysis_s: seconds spent in deep analysis.
+        errors: the analysis failures, one line each (``part at step N: Error: text``).
     """
 
     def __init__(self, deep: bool = True, census_at_end: bool = True) -> None:
@@ -88,8 +100,10 @@ class DoctorProbe(Probe):
         self.findings: list[Any] = []
         self.growth: list[Any] = []
         self.census: Any = None
+        self.census_step: int | None = None
         self.analysis_s = 0.0
         self.notes: list[str] = []
+        self._errors: dict[str, list[Any]] = {}  # part+error -> [first line, count]
         self._reset_step_counters()
         self._gc_found = 0
         self._gc_callback_installed = False
@@ -99,6 +113,7 @@ class DoctorProbe(Probe):
         self._last_garbage_step = 0
         self._full_done = False
         self._manual_update = False
+        self.crash: Any = None
 
     # -- per-step bookkeeping ---------------------------------------------------
     def _reset_step_counters(self) -> None:
@@ -156,12 +171,44 @@ class DoctorProbe(Probe):
             t0 = time.perf_counter()
             try:
                 if step >= 2:
-                    self._maybe_collect(run, step)
-                    self._snapshot(run, step, frame)
-                    self._allocator(step)
-                self._start_grad_check(run, step, frame)
+                    self._guard("garbage inspection", step, self._maybe_collect, run, step)
+                    self._guard("variable snapshot", step, self._snapshot, run, step, frame)
+                    self._guard("allocator statistics", step, self._allocator, step)
+                    if self.census_at_end:
+                        self._guard("census", step, self._take_census, step)
+                self._guard("gradient check", step, self._start_grad_check, run, step, frame)
             finally:
                 self.analysis_s += time.perf_counter() - t0
+
+    # -- failures -------------------------------------------------------------------
+    def _guard(self, part: str, step: int, fn: Any, *args: Any) -> None:
+        """Run one part of the analysis; record (never raise, never hide) its failure."""
+        try:
+            fn(*args)
+        except Exception as err:  # noqa: BLE001 - a probe must never break the script
+            self._record_error(part, step, err)
+
+    def _record_error(self, part: str, step: int, err: BaseException) -> None:
+        text = str(err).strip().splitlines()
+        what = f"{type(err).__name__}: {text[0]}" if text and text[0] else type(err).__name__
+        where = f" at step {step}" if step else ""
+        entry = self._errors.setdefault(f"{part}: {what}", [f"{part}{where}: {what}", 0])
+        entry[1] += 1
+
+    @property
+    def errors(self) -> list[str]:
+        """The analysis failures, one line each, first occurrence first."""
+        out = []
+        for line, count in self._errors.values():
+            more = count - 1
+            out.append(line + (f" (and {more} more time{'s' if more > 1 else ''})" if more else ""))
+        return out
+
+    def _take_census(self, step: int) -> None:
+        from torchmem.collect.census import census
+
+        taken = census()
+        self.census, self.census_step = taken, step
 
     # -- deep analysis ------------------------------------------------------------
     def _snapshot(self, run: Run, step: int, frame: FrameType | None) -> None:
@@ -306,22 +353,38 @@ class DoctorProbe(Probe):
             except ValueError:
                 pass
             self._gc_callback_installed = False
-        if self.deep and outcome.kind in ("oom", "exception", "interrupt") and outcome.frame is not None:
-            step = len(run.steps)
+        failed = outcome.kind in ("oom", "exception", "interrupt") and outcome.frame is not None
+        step = len(run.steps)
+        if self.deep and failed:
             snaps = self.evidence.snapshots
             if step > (snaps[-1].step if snaps else 0) + 1:
-                try:
-                    self._snapshot(run, step, outcome.frame)
-                except Exception as err:  # noqa: BLE001
-                    self.notes.append(f"final analysis failed: {type(err).__name__}: {err}")
-        if self.census_at_end or (outcome.kind == "oom" and self.deep):
-            try:
-                from torchmem.collect.census import census
-
-                self.census = census()
-            except Exception as err:  # noqa: BLE001 - a report without census is still a report
-                self.notes.append(f"no census at the failure point: {type(err).__name__}: {err}")
+                self._guard("final analysis", step, self._snapshot, run, step, outcome.frame)
+        if (self.census_at_end and (failed or self.census is None)) or (
+                outcome.kind == "oom" and self.deep):
+            # at a failure the traceback keeps the step's objects alive; after a normal
+            # end they are gone, so a census taken during the run is kept
+            self._guard("census", step, self._take_census, step)
         from torchmem.analyze.growth import growth_by_device
 
-        self.growth = growth_by_device(run.steps)
-        self.findings = diagnose(self.evidence, self.growth)
+        try:
+            self.growth = growth_by_device(run.steps)
+        except Exception as err:  # noqa: BLE001
+            self._record_error("growth verdict", 0, err)
+        if self.deep and failed and outcome.exc is not None:
+            from torchmem.doctor.crash import explain_crash
+
+            try:
+                self.crash = explain_crash(outcome.exc, outcome.frame, run.frames.is_user_file)
+            except Exception as err:  # noqa: BLE001
+                self._record_error("crash analysis", step, err)
+        try:
+            self.findings = diagnose(self.evidence, self.growth)
+        except Exception as err:  # noqa: BLE001
+            self._record_error("diagnosis", 0, err)
+            self.findings = []
+        if self.crash is not None:
+            self.findings.insert(0, self.crash)
+        if self.census is not None and self.census_step:
+            self.notes.append(f"largest storages and bytes by role: census at step "
+                              f"{self.census_step} of {step}")
+        self.notes.extend(f"{ANALYSIS_FAILED} {line}" for line in self.errors)

@@ -190,6 +190,14 @@ def _roles(capture: Capture) -> list[dict[str, Any]]:
     return rows
 
 
+def _failures(capture: Capture) -> list[str]:
+    try:
+        from torchmem.report.findings import analysis_failures
+    except ImportError:  # pragma: no cover - findings.py ships with torchmem
+        return [n for n in capture.notes if n.startswith(("analysis incomplete:", "probe error:"))]
+    return analysis_failures(capture)
+
+
 def render_html(capture: Capture) -> str:
     """Return the report page of ``capture`` as one HTML string.
 
@@ -216,6 +224,7 @@ def render_html(capture: Capture) -> str:
         "storages": list(capture.top_storages),
         "env": sorted(capture.environment.items()),
         "is_doctor": capture.tool.endswith("doctor"),
+        "failures": _failures(capture),
     }
     return str(_environment().get_template("report.html.j2").render(**context))
 
