@@ -3,6 +3,11 @@
 Display always uses IEC units (KiB, MiB, GiB: powers of 1024), which is what
 ``torch.cuda.memory_summary`` and ``nvidia-smi`` mean by "MB". Parsing accepts both
 IEC (``"1.5GiB"``) and SI (``"2GB"`` = 2 * 10**9) spellings, and plain integers.
+
+Bytes are whole: a plain number of bytes must be a whole number (``"1.5"`` and ``1.5``
+are refused, ``"2.0"`` is 2), and a fraction of a larger unit is rounded to the nearest
+byte, halves up (``"1.5 KiB"`` is 1536, ``"1.3 KiB"`` is 1331). Nothing is truncated
+silently.
 """
 
 from __future__ import annotations
@@ -59,18 +64,42 @@ def format_delta(n: float, precision: int = 1) -> str:
 def parse_bytes(text: str | int | float) -> int:
     """Parse ``"1.5GiB"``, ``"512 MB"``, ``"4096"`` or a number into an integer byte count.
 
+    A plain number of bytes (no unit, or ``B``) must be whole: ``"1.5"`` is refused, not
+    truncated to 1. With a larger unit the value is rounded to the nearest byte, halves
+    up: ``"1.5 KiB"`` is 1536, ``"1.3 KiB"`` is 1331.
+
     Raises:
-        ValueError: the text is not a non-negative quantity with a known unit.
+        ValueError: the text is not a finite, non-negative quantity with a known unit, or
+            a fractional number of bytes.
+        TypeError: ``text`` is neither a string nor a number.
     """
     if isinstance(text, bool):
         raise ValueError(f"expected a byte quantity, got {text!r}")
     if isinstance(text, (int, float)):
-        if text < 0:
-            raise ValueError(f"expected a non-negative byte quantity, got {text!r}")
-        return int(text)
-    match = _PATTERN.match(text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise ValueError(
-            f"expected a byte quantity such as '512MiB', '2GB' or '4096'; got {text!r}"
+        value, scale = float(text) if isinstance(text, float) else text, 1
+    elif isinstance(text, str):
+        match = _PATTERN.match(text)
+        if not match or match.group(2).lower() not in _UNITS:
+            raise ValueError(
+                f"expected a byte quantity such as '512MiB', '2GB' or '4096'; got {text!r}"
+            )
+        value, scale = float(match.group(1)), _UNITS[match.group(2).lower()]
+    else:
+        raise TypeError(
+            f"expected a byte quantity as an int or a string such as '512MiB', "
+            f"got {type(text).__name__}"
         )
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"expected a non-negative byte quantity, got {text!r}")
+        return value
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"expected a finite, non-negative byte quantity, got {text!r}")
+    if scale == 1:
+        if not value.is_integer():
+            raise ValueError(
+                f"bytes are whole; expected a whole number of bytes (or a unit, as in "
+                f"'1.5 KiB'), got {text!r}"
+            )
+        return int(value)
+    return int(math.floor(value * scale + 0.5))

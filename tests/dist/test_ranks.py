@@ -55,7 +55,8 @@ def test_two_gloo_ranks_see_the_same_imbalance() -> None:
     assert report.role_spread()["other"] == EXTRA
     assert report.imbalanced
     line = report.explain()
-    assert line.startswith("imbalanced: rank 1 holds 8.0 MiB more live tensor bytes than rank 0 on cpu")
+    assert line.startswith(
+        "imbalanced: rank 1 holds 8.0 MiB more live tensor bytes than rank 0 on cpu")
     assert "most of it is other (8.0 MiB)" in line
 
 

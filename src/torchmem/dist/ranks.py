@@ -148,4 +148,3 @@ def _all_gather_json(value: Any, group: Any) -> list[Any]:
     dist.all_gather(buffers, padded, group=group)
     return [json.loads(bytes(buf[:n].cpu().tolist()).decode("utf-8"))
             for buf, n in zip(buffers, sizes)]
-

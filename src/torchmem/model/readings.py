@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torchmem.model._serde import Record
+from torchmem.units import format_bytes, format_delta
 
 __all__ = [
     "Reading",
@@ -25,6 +26,9 @@ __all__ = [
     "Fragmentation",
     "READING_FIELDS",
 ]
+
+#: fields of a :class:`Reading` that count events, not bytes
+_COUNT_FIELDS: tuple[str, ...] = ("alloc_retries", "num_ooms")
 
 #: the numeric fields of a :class:`Reading`, in display order
 READING_FIELDS: tuple[str, ...] = (
@@ -133,6 +137,16 @@ class Reading(Record):
                 out[name] = a - b
         return out
 
+    def __repr__(self) -> str:
+        parts = []
+        for name, value in self.figures().items():
+            if name in _COUNT_FIELDS:
+                if value:  # a retry or an OOM is news; zero is not
+                    parts.append(f"{name} {value}")
+            else:
+                parts.append(f"{name} {format_bytes(value)}")
+        return f"Reading({self.device}: {', '.join(parts) if parts else 'no figures'})"
+
 
 @dataclass(frozen=True)
 class Mark(Record):
@@ -154,6 +168,10 @@ class Mark(Record):
     @property
     def time(self) -> float:
         return self.reading.time
+
+    def __repr__(self) -> str:
+        return (f"Mark({self.name!r}: delta {format_delta(self.delta)}, "
+                f"peak {format_delta(self.peak_delta)})")
 
 
 @dataclass(frozen=True)
@@ -181,6 +199,14 @@ class TrackResult(Record):
     peak_delta: int
     peak: int
     marks: tuple[Mark, ...] = ()
+
+    def __repr__(self) -> str:
+        marks = f", marks {[m.name for m in self.marks]}" if self.marks else ""
+        return (
+            f"TrackResult({self.device} ({self.source}): delta {format_delta(self.delta)}, "
+            f"peak {format_delta(self.peak_delta)} above the baseline "
+            f"({format_bytes(self.peak)}){marks})"
+        )
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torchmem.model._serde import Record
+from torchmem.units import format_bytes
 
 __all__ = [
     "ScopeReport",
@@ -78,6 +79,26 @@ class ScopeReport(Record):
     protected_bytes: int = 0
     peak_bytes: int = 0
     error: str | None = None
+
+    def __repr__(self) -> str:
+        parts = [f"created {self.created} ({format_bytes(self.created_bytes)})"]
+        if self.freed_inside:
+            parts.append(f"freed inside {self.freed_inside}")
+        if self.kept:
+            parts.append(f"kept {self.kept} ({format_bytes(self.kept_bytes)})")
+        if self.released:
+            tensors = f", {self.released_tensors} tensors" if self.released_tensors else ""
+            parts.append(f"released {self.released} ({format_bytes(self.released_bytes)}{tensors})")
+        reasons = {r: n for r, n in self.protected.items() if n}
+        if reasons:
+            why = ", ".join(f"{r} {n}" for r, n in reasons.items())
+            parts.append(f"protected {sum(reasons.values())} "
+                         f"({format_bytes(self.protected_bytes)}: {why})")
+        if self.peak_bytes:
+            parts.append(f"peak {format_bytes(self.peak_bytes)}")
+        if self.error:
+            parts.append(f"ended by {self.error}")
+        return f"ScopeReport({self.location}: storages {', '.join(parts)})"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from torchmem.model._serde import Record
 from torchmem.model.readings import Reading
+from torchmem.units import format_bytes
 
 __all__ = ["Sample", "Timeline"]
 
@@ -35,6 +36,11 @@ class Sample(Record):
     def used(self) -> int | None:
         """The reading's primary "bytes in use" figure."""
         return self.reading.used
+
+    def __repr__(self) -> str:
+        step = "before any step" if self.step is None else f"step {self.step}"
+        mark = ", boundary" if self.boundary else ""
+        return f"Sample({step}: {format_bytes(self.used)} {self.reading.used_source}{mark})"
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,22 @@ class Timeline(Record):
 
     def __len__(self) -> int:
         return len(self.samples)
+
+    def __repr__(self) -> str:
+        # never every sample: a full ring buffer is thousands of readings
+        every = "step boundaries only" if self.interval is None else f"every {self.interval:g} s"
+        parts = [f"{len(self.samples)} samples over {self.duration:.1f} s ({every})"]
+        if self.dropped:
+            parts.append(f"{self.dropped} dropped")
+        steps = self.steps()
+        if steps:
+            parts.append(f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"step {steps[0]}")
+        if self.peak is not None:
+            at = "" if self.peak.step is None else f" at step {self.peak.step}"
+            parts.append(f"peak {format_bytes(self.peak.used)}{at}")
+        if self.stopped is None:
+            parts.append("running")
+        return f"Timeline({self.device}: {', '.join(parts)})"
 
     @property
     def peak_used(self) -> int | None:

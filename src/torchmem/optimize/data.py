@@ -25,7 +25,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from torchmem.collect.readings import DeviceLike, resolve_device
+from torchmem._calls import target_device
+from torchmem.collect.readings import DeviceLike
 from torchmem.errors import InputError, UsageError
 from torchmem.model.optimize import DataLoaderCheck, LoaderFinding
 from torchmem.optimize._tree import iter_tensors
@@ -142,7 +143,7 @@ def check_dataloader(
             f"{type(loader).__name__}",
             tip="pass the DataLoader itself, not an iterator over it",
         )
-    target = resolve_device(device)
+    target = target_device(device, "check_dataloader")
     to_accelerator = not target.startswith("cpu")
     workers = int(loader.num_workers)
     pin = bool(loader.pin_memory)

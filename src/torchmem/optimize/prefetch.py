@@ -39,7 +39,8 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
-from torchmem.collect.readings import DeviceLike, resolve_device
+from torchmem._calls import target_device
+from torchmem.collect.readings import DeviceLike
 from torchmem.errors import UsageError
 from torchmem.optimize._tree import iter_tensors, map_tensors
 
@@ -168,7 +169,11 @@ class Prefetcher(Generic[T]):
                 tip="use depth=2 or depth=3",
             )
         self.depth = depth
-        self.device = None if device is None else resolve_device(device)
+        self.device = None if device is None else target_device(
+            device, "prefetch",
+            tip="prefetch() without a device still loads ahead, on the CPU; pass "
+            "device='cuda' only where torch.cuda.is_available() is True",
+        )
         transfer = None
         if self.device is not None and self.device.startswith("cuda"):
             pin = True if pin_memory is None else pin_memory

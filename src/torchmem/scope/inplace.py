@@ -237,7 +237,8 @@ def _root_nodes(roots: tuple[Any, ...]) -> list[Any]:
 def _reaches(root_nodes: list[Any], t: torch.Tensor, base: torch.Tensor | None) -> bool:
     """Whether the graphs of ``root_nodes`` go through ``t`` (its node, its base's node,
     or the ``AccumulateGrad`` of it or its base when it is a leaf)."""
-    targets = [n for n in (t.grad_fn, base.grad_fn if base is not None else None) if n is not None]
+    own = (t.grad_fn, base.grad_fn if base is not None else None)
+    targets = [n for n in own if n is not None]
     leaves = [x for x in (t, base) if x is not None and x.is_leaf]
     for node in iter_nodes(root_nodes):
         if any(node is n for n in targets):
