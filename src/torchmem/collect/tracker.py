@@ -34,6 +34,7 @@ Known limitations:
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Protocol
@@ -118,6 +119,7 @@ class Tracker:
         self._peak = 0
         self._phase_peak = 0
         self._end_current = 0
+        self._ledger_failed = False
 
     # -- context manager -----------------------------------------------------------
     def __enter__(self) -> Tracker:
@@ -151,7 +153,9 @@ class Tracker:
         if self.source == "engine":
             reading = read(self.device)
             # exact: the ledger's total is the exact live tensor bytes, no census needed
-            self._baseline = replace(reading, tensor_bytes=self._base) if ledger else reading
+            if ledger and not self._ledger_failed:
+                reading = replace(reading, tensor_bytes=self._base)
+            self._baseline = reading
         self._state = "active"
         return self
 
@@ -159,7 +163,19 @@ class Tracker:
         """Complete the engine's ledger of live storages (see ``collect/_ledger.py``);
         active trackers of this device move their baselines by what it adds."""
         before = counter.current()
-        _ledger.sync(engine, self._kind)
+        try:
+            _ledger.sync(engine, self._kind)
+        except Exception as exc:  # noqa: BLE001 - never break the user's program
+            engine.forget(self._kind)
+            self._ledger_failed = True
+            warnings.warn(
+                f"torchmem.track: could not list the live tensors ({exc!r}); this region's "
+                "delta and peak count only storages created inside it, and peak is not "
+                "an exact absolute figure",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return
         added = counter.current() - before
         if added:
             for tracker in _active.get(self.device, ()):
@@ -192,7 +208,7 @@ class Tracker:
                 engine.release(self._kind)
                 _ledger.ended(engine, self._kind)
                 end = read(self.device)
-                if self.exact:
+                if self.exact and not self._ledger_failed:
                     end = replace(end, tensor_bytes=self._end_current)
                 self._end = end
             else:
