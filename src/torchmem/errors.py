@@ -7,6 +7,8 @@ optional ``tip`` naming the flag or docs page that helps. Messages follow one sh
 
 from __future__ import annotations
 
+import sys
+
 __all__ = [
     "TorchmemError",
     "UsageError",
@@ -17,6 +19,7 @@ __all__ = [
     "DeviceError",
     "BudgetError",
     "InputMutationError",
+    "is_oom",
 ]
 
 
@@ -99,3 +102,46 @@ class InputMutationError(RuntimeError, TorchmemError):
         RuntimeError.__init__(self, message)
         self.message = message
         self.tip = tip
+
+
+#: Lower-case fragments of the messages torch's allocators raise when memory runs out:
+#: CUDA/ROCm/XPU/MPS ("CUDA out of memory", "HIP out of memory", "XPU out of memory",
+#: "MPS backend out of memory"), the CPU allocator ("DefaultCPUAllocator: can't allocate
+#: memory"), and cuBLAS/cuDNN failing to allocate their workspace.
+_OOM_MESSAGES = (
+    "out of memory",
+    "can't allocate memory",
+    "cublas_status_alloc_failed",
+    "cudnn_status_alloc_failed",
+)
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Whether ``exc`` means the host or a device ran out of memory.
+
+    True for :class:`MemoryError` (Python, and :class:`BudgetError`),
+    ``torch.OutOfMemoryError`` (CUDA, and torch builds that raise it elsewhere), and a
+    ``RuntimeError`` whose message is one of torch's allocation failures, such as the CPU
+    allocator's ``DefaultCPUAllocator: can't allocate memory: you tried to allocate N
+    bytes`` or ``MPS backend out of memory``. Never imports torch.
+
+    Example:
+        >>> is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried "
+        ...                     "to allocate 4096 bytes. Error code 12"))
+        True
+        >>> is_oom(RuntimeError("shape mismatch"))
+        False
+    """
+    if isinstance(exc, MemoryError):
+        return True
+    torch = sys.modules.get("torch")
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if isinstance(oom_type, type) and isinstance(exc, oom_type):
+        return True
+    if not isinstance(exc, RuntimeError):
+        return False
+    try:
+        text = str(exc).lower()
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails is not an OOM we know
+        return False
+    return any(fragment in text for fragment in _OOM_MESSAGES)

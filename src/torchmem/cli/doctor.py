@@ -5,15 +5,16 @@ every training step, analyses the script's variables at a few step boundaries, a
 prints a report on stderr: the growth verdict per device and the findings, ranked by
 bytes, each with its culprit (``file:line``), the proof and the fix. ``--json FILE``
 saves the capture (``torchmem report`` renders it again later); ``--html FILE`` writes
-one self-contained page. Exits with the script's own exit code.
+one self-contained page. Exits with the script's own exit code (143 after SIGTERM, which
+stops the script cleanly and still writes the report and the files).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, Sequence
 
+from torchmem.cli._output import ReportStream, check_outputs, output, script_inputs, write_text
 from torchmem.cli._script_args import (
     add_target_arguments,
     check_target,
@@ -80,36 +81,38 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
         try:
             from torchmem.report import html as _html
 
-            render_html = _html.write_html
+            render_html = _html.render_html
         except ImportError:
             raise UsageError("--html needs torchmem's HTML report, which this installation "
                              "lacks; expected torchmem.report.html",
                              tip="use --json FILE and 'torchmem report FILE --html OUT'") from None
 
     check_target(target)
-    from torchmem.cli.run import save_capture
+    json_out = output("--json", args.json, rank_path)
+    html_out = output("--html", args.html, rank_path)
+    check_outputs([json_out, html_out], script_inputs(target.path, target.args))
+    stream = ReportStream()
+    from torchmem.cli.run import render_report, save_capture
     from torchmem.doctor.probe import DoctorProbe
     from torchmem.doctor.runner import run_script
 
     probe = DoctorProbe(deep=not args.growth_only, census_at_end=not args.growth_only)
     result = run_script(target, [probe], max_steps=args.steps,
-                        monitor_interval=args.interval or None)
+                        monitor_interval=args.interval or None, keep_namespace=True,
+                        handle_sigterm=True)
     top, roles = _census_summary(probe.census)
     notes = list(probe.notes) + [g.reason for g in probe.growth if g.verdict == "undecided"]
     capture = result.to_capture("torchmem doctor", findings=probe.findings, growth=probe.growth,
                                 top_storages=top, bytes_by_role=roles, notes=notes)
     if not args.quiet:
-        from torchmem.report.terminal import render_capture
-
-        render_capture(capture, file=sys.stderr)
-    code = save_capture(capture, args.json, result.exit_code, prog)
-    if render_html is not None:
-        html_path = rank_path(args.html)
+        render_report(capture, stream)
+    code = save_capture(capture, json_out, result.exit_code, prog, stream)
+    if html_out is not None:
         try:
-            render_html(capture, html_path)
-        except OSError as err:
-            print(f"{prog}: error: cannot write {html_path}: {err.strerror or err}",
-                  file=sys.stderr)
+            write_text(html_out.path, render_html(capture))
+        except (OSError, ValueError) as err:
+            stream.say(f"{prog}: error: cannot write {html_out.shown}: "
+                       f"{getattr(err, 'strerror', None) or err}")
             return code or 2
-        print(f"HTML report written to {html_path}", file=sys.stderr)
+        stream.say(f"HTML report written to {html_out.shown}")
     return code

@@ -8,15 +8,17 @@ text report when a file output is also asked for. Never imports torch, so a capt
 recorded on a GPU machine renders on a laptop.
 
 Exit codes: 0 on success; 2 when the capture is missing, corrupted, truncated, not a
-torchmem capture or written by a newer torchmem, or an output cannot be written.
+torchmem capture or written by a newer torchmem, or an output cannot be written, or would
+overwrite the capture or another output (refused before anything is written).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
+from torchmem.cli._output import Output, capture_json, check_outputs, output, write_text
 from torchmem.errors import InputError, UsageError
 from torchmem.model.capture import Capture
 
@@ -57,26 +59,28 @@ def main(argv: Sequence[str], prog: str = "torchmem report") -> int:
     args = build_parser(prog).parse_args(list(argv))
     if args.width is not None and args.width < 20:
         raise UsageError(f"--width must be at least 20 columns; got {args.width}")
+    html_out = output("--html", args.html)
+    json_out = output("--json", args.json)
+    check_outputs([html_out, json_out], [(f"the capture {args.capture}", args.capture)])
     capture = Capture.load(args.capture)
     text = args.text or not (args.html or args.json)
     if text:
         from torchmem.report.terminal import render_capture
 
         render_capture(capture, file=sys.stdout, width=args.width)
-    if args.html:
-        from torchmem.report.html import write_html
+    if html_out is not None:
+        from torchmem.report.html import render_html
 
-        try:
-            write_html(capture, args.html)
-        except OSError as err:
-            raise InputError(f"cannot write {args.html}: {err.strerror or err}",
-                             tip="choose a writable path for --html") from None
-        print(f"HTML report written to {args.html}", file=sys.stderr)
-    if args.json:
-        try:
-            capture.save(args.json)
-        except OSError as err:
-            raise InputError(f"cannot write {args.json}: {err.strerror or err}",
-                             tip="choose a writable path for --json") from None
-        print(f"capture written to {args.json}", file=sys.stderr)
+        _write(html_out, lambda: render_html(capture), "HTML report")
+    if json_out is not None:
+        _write(json_out, lambda: capture_json(capture), "capture")
     return 0
+
+
+def _write(out: Output, text: Callable[[], str], what: str) -> None:
+    try:
+        write_text(out.path, text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot write {out.shown}: {getattr(err, 'strerror', None) or err}",
+                         tip=f"choose a writable path for {out.flag}") from None
+    print(f"{what} written to {out.shown}", file=sys.stderr)

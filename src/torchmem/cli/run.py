@@ -3,15 +3,24 @@
 Prints, on stderr so that the script's own stdout is untouched: the peak per device, a
 per-step table (first and last steps, growth per step), and a sparkline of the sampled
 timeline. ``--json FILE`` writes the same data as a versioned capture that ``torchmem
-report`` renders again later. Exits with the script's own exit code.
+report`` renders again later. Exits with the script's own exit code (143 after SIGTERM,
+which stops the script cleanly and still writes the report and the capture).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Sequence
 
+from torchmem.cli._output import (
+    Output,
+    ReportStream,
+    capture_json,
+    check_outputs,
+    output,
+    script_inputs,
+    write_text,
+)
 from torchmem.cli._script_args import (
     add_target_arguments,
     check_target,
@@ -52,31 +61,44 @@ def main(argv: Sequence[str], prog: str = "torchmem run") -> int:
     if args.interval < 0:
         raise UsageError(f"--interval must be >= 0 seconds; got {args.interval}")
     check_target(target)
+    json_out = output("--json", args.json, rank_path)
+    check_outputs([json_out], script_inputs(target.path, target.args))
+    stream = ReportStream()
 
     from torchmem.doctor.runner import run_script
 
-    result = run_script(target, max_steps=args.steps, monitor_interval=args.interval or None)
+    result = run_script(target, max_steps=args.steps, monitor_interval=args.interval or None,
+                        keep_namespace=True, handle_sigterm=True)
     capture = result.to_capture("torchmem run")
     if not args.quiet:
-        from torchmem.report.terminal import render_capture
-
-        render_capture(capture, file=sys.stderr)
-    return save_capture(capture, args.json, result.exit_code, prog)
+        render_report(capture, stream)
+    return save_capture(capture, json_out, result.exit_code, prog, stream)
 
 
-def save_capture(capture: "Capture", path: str | None, exit_code: int, prog: str) -> int:
-    """Write ``capture`` to ``path`` if given; a failed write is one line, never a traceback.
+def render_report(capture: "Capture", stream: ReportStream) -> None:
+    """Print the text report on ``stream``; a broken stderr never changes the exit code."""
+    from torchmem.report.terminal import render_capture
+
+    try:
+        render_capture(capture, file=stream.get())
+    except Exception:  # noqa: BLE001 - e.g. stderr is a closed pipe
+        pass
+
+
+def save_capture(capture: "Capture", out: Output | None, exit_code: int, prog: str,
+                 stream: ReportStream) -> int:
+    """Write ``capture`` to ``out`` if given; a failed write is one line, never a traceback.
 
     Returns the exit code to use: the script's, or 2 when the script succeeded but the
     capture could not be written.
     """
-    if not path:
+    if out is None:
         return exit_code
-    path = rank_path(path)
     try:
-        capture.save(path)
-    except OSError as err:
-        print(f"{prog}: error: cannot write {path}: {err.strerror or err}", file=sys.stderr)
+        write_text(out.path, capture_json(capture))
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or err
+        stream.say(f"{prog}: error: cannot write {out.shown}: {reason}")
         return exit_code or 2
-    print(f"capture written to {path}", file=sys.stderr)
+    stream.say(f"capture written to {out.shown}")
     return exit_code

@@ -13,6 +13,11 @@ Cost per step: one ``mallinfo2`` call (~10-70 us, grows with the number of free 
 chunks), one RSS read (~5 us), and for each initialised CUDA device
 ``memory_allocated``/``memory_reserved`` (no device synchronisation).
 
+A stop (``--steps`` reached, or SIGTERM with ``handle_sigterm``) sticks: a bare
+``except:`` around the step does not make the script carry on (see
+:mod:`torchmem.doctor._stop`). Per-step records are bounded for long runs (see
+:mod:`torchmem.doctor._steplog`).
+
 Known limitations:
     * Scripts that call ``os._exit`` end the process before any report is written.
     * Steps are only found through ``optimizer.step()``, ``backward()`` or top-level
@@ -28,7 +33,6 @@ import os
 import platform
 import sys
 import time
-import traceback
 import types
 from dataclasses import dataclass, field
 from types import FrameType
@@ -37,19 +41,28 @@ from typing import Any, Sequence
 import torch
 
 from torchmem import __version__
+from torchmem.doctor._ending import (
+    Outcome,
+    exit_code,
+    flush,
+    innermost_user_frame,
+    print_exit_message,
+    print_script_exception,
+    trim_traceback,
+)
+from torchmem.doctor._steplog import StepLog
+from torchmem.doctor._stop import SIGTERM_EXIT_CODE, SigtermHandler, Stopper, StopRun, Terminated
 from torchmem.doctor.steps import StepHooks, UserFrames
 from torchmem.doctor.target import Target, load_target
+from torchmem.errors import is_oom
 from torchmem.model.capture import Capture, Finding, Growth, StepRecord, StorageSummary
 
-__all__ = ["Target", "Probe", "Outcome", "Run", "RunResult", "run_script", "StopRun"]
+__all__ = ["Target", "Probe", "Outcome", "Run", "RunResult", "run_script", "StopRun",
+           "Terminated", "SIGTERM_EXIT_CODE"]
 
-
-class StopRun(BaseException):
-    """Raised inside the script to stop it cleanly (``--steps`` reached).
-
-    A ``BaseException`` so that the script's own ``except Exception`` blocks let it pass;
-    its ``finally`` blocks and context managers still run.
-    """
+#: Namespaces of scripts run with ``keep_namespace=True``: alive until the process
+#: exits, as ``python script.py`` keeps its ``__main__`` (atexit handlers, threads).
+_KEPT_NAMESPACES: list[types.ModuleType] = []
 
 
 class Probe:
@@ -68,39 +81,6 @@ class Probe:
         """Called once after the script ended, however it ended."""
 
 
-@dataclass
-class Outcome:
-    """How the script ended.
-
-    Attributes:
-        kind: ``ok``, ``exception``, ``exit``, ``interrupt``, ``oom`` or ``max_steps``.
-        exit_code: what ``python script.py`` would have exited with.
-        exc: the exception that ended the script (with its traceback), if any.
-        frame: for exceptions, the innermost frame of user code in the traceback.
-    """
-
-    kind: str
-    exit_code: int
-    exc: BaseException | None = None
-    frame: FrameType | None = None
-
-    @property
-    def error(self) -> str | None:
-        """One line naming the exception, or None."""
-        if self.exc is None or self.kind in ("ok", "exit", "max_steps"):
-            return None
-        text = str(self.exc).strip().splitlines()
-        first = text[0] if text else ""
-        return f"{type(self.exc).__name__}: {first}" if first else type(self.exc).__name__
-
-
-def _is_oom(exc: BaseException) -> bool:
-    oom_type = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
-    if isinstance(exc, MemoryError) or (oom_type is not None and isinstance(exc, oom_type)):
-        return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
-
-
 def _cuda_devices() -> list[int]:
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():
         return []
@@ -115,7 +95,9 @@ class Run:
         argv: the script's ``sys.argv``.
         script_path: absolute path of the code that runs.
         main_globals: the script's ``__main__`` namespace (live while it runs).
-        steps: one :class:`StepRecord` per step of the active step source.
+        steps: one :class:`StepRecord` per step of the active step source (for runs
+            longer than a few thousand steps, a bounded sample: see ``step_count``).
+        step_count: the number of steps of the active step source.
         step_source: ``optimizer``, ``backward``, ``forward`` or ``none``.
         devices: devices seen holding memory.
         started: ``time.time()`` at start.
@@ -131,7 +113,8 @@ class Run:
         self.main_globals = main_globals
         self.probes = list(probes)
         self.max_steps = max_steps
-        self.steps: list[StepRecord] = []
+        self.step_log = StepLog()
+        self.steps: list[StepRecord] = self.step_log.records
         self.step_source = "none"
         self.devices: set[str] = {"cpu"}
         self.started = time.time()
@@ -142,6 +125,7 @@ class Run:
         self.monitor_interval: float | None = None
         self.probe_errors: list[str] = []
         self._stop_requested = False
+        self.stopper = Stopper(self.frames.is_user_file)
         from torchmem.collect import cpu as _cpu  # cheap readers, no CUDA init
         self._heap = _cpu.heap_bytes
         self._rss = _cpu.rss_bytes
@@ -163,6 +147,11 @@ class Run:
                 self.timelines.append(monitor.stop())
         self.monitors.clear()
 
+    @property
+    def step_count(self) -> int:
+        """Steps of the active source so far (``len(steps)`` until records are thinned)."""
+        return self.step_log.count
+
     def request_stop(self) -> None:
         """Ask the run to stop at the next step boundary (like ``--steps``)."""
         self._stop_requested = True
@@ -178,7 +167,7 @@ class Run:
             self.devices.add(name)
             used[name] = int(torch.cuda.memory_allocated(index))
             reserved[name] = int(torch.cuda.memory_reserved(index))
-        return StepRecord(step=len(self.steps) + 1, time=time.perf_counter() - self._t0,
+        return StepRecord(step=self.step_log.count + 1, time=time.perf_counter() - self._t0,
                           used=used, reserved=reserved, rss=self._rss())
 
     # -- callbacks from StepHooks ------------------------------------------------
@@ -193,20 +182,22 @@ class Run:
 
     def _on_step(self, source: str, frame: FrameType | None) -> None:
         record = self.reading()
-        self.steps.append(record)
+        self.step_log.add(record)
         for device in record.used:
             if device not in self.monitors and self.monitor_interval is not None:
                 self.add_monitor(device)
         for monitor in self.monitors.values():
             monitor.step(record.step, sample=False)
         self._dispatch("on_step", record.step, frame)
-        if self._stop_requested or (self.max_steps is not None and record.step >= self.max_steps):
-            raise StopRun(f"stopped after {record.step} steps")
+        if self.stopper.requested or self._stop_requested or (
+                self.max_steps is not None and record.step >= self.max_steps):
+            # raised again at every boundary after the first: a bare except swallowed it
+            self.stopper.stop(StopRun, f"stopped after {record.step} steps", sys._getframe())
 
     def _on_event(self, name: str, info: dict[str, Any]) -> None:
         if name == "step_source":
             self.step_source = info["source"]
-            self.steps.clear()
+            self.step_log.clear()
         self._dispatch("on_event", name, info)
 
 
@@ -256,35 +247,43 @@ def _environment() -> dict[str, str]:
 
 
 def _trim_traceback(exc: BaseException) -> types.TracebackType | None:
-    """Drop torchmem's own frames from the top of a traceback (the exec call)."""
-    tb = exc.__traceback__
-    here = os.path.dirname(os.path.abspath(__file__))
-    while tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == here:
-        tb = tb.tb_next
-    return tb
+    """The traceback of ``exc`` without torchmem's own frames (kept for callers)."""
+    return trim_traceback(exc.__traceback__)
 
 
-def _innermost_user_frame(tb: types.TracebackType | None, frames: UserFrames) -> FrameType | None:
-    found = None
-    while tb is not None:
-        if frames.is_user_file(tb.tb_frame.f_code.co_filename):
-            found = tb.tb_frame
-        tb = tb.tb_next
-    return found
+def _restore_path(saved: list[str], path0: str | None) -> None:
+    """Undo the script's ``sys.path[0]`` and give back entries it removed (``sys.path``
+    cleared), keeping the ones it added: torchmem still has imports to do."""
+    if not isinstance(sys.path, list):
+        sys.path = list(saved)
+        return
+    if path0 is not None:
+        if sys.path:
+            sys.path[0] = path0
+        else:
+            sys.path.append(path0)
+    present = set(sys.path)
+    sys.path.extend(p for p in saved if p not in present)
 
 
-def _exit_code(exc: SystemExit) -> int:
-    code = exc.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)  # what Python itself does with a non-int code
-    return 1
+def _ending(exc: BaseException, run: Run) -> Outcome:
+    """The :class:`Outcome` for an exception that ended the script."""
+    if isinstance(exc, Terminated):
+        return Outcome("terminated", SIGTERM_EXIT_CODE, exc)
+    if isinstance(exc, StopRun):
+        return Outcome("max_steps", 0, exc)
+    if isinstance(exc, SystemExit):
+        print_exit_message(exc)
+        return Outcome("exit", exit_code(exc), exc)
+    frame = innermost_user_frame(exc.__traceback__, run.frames)
+    if isinstance(exc, KeyboardInterrupt):
+        return Outcome("interrupt", 130, exc, frame)
+    return Outcome("oom" if is_oom(exc) else "exception", 1, exc, frame)
 
 
 def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int | None = None,
-               monitor_interval: float | None = 0.05) -> RunResult:
+               monitor_interval: float | None = 0.05, keep_namespace: bool = False,
+               handle_sigterm: bool = False) -> RunResult:
     """Run ``target`` to completion under the step hooks and probes.
 
     Args:
@@ -292,6 +291,14 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         probes: analyses called at start, each step, each event and the end.
         max_steps: stop the script cleanly after this many steps (outcome ``max_steps``).
         monitor_interval: seconds between background samples; ``None`` disables the Monitor.
+        keep_namespace: keep the script's ``__main__`` module alive (and installed as
+            ``sys.modules['__main__']``) until the process exits, as ``python script.py``
+            does, so its atexit handlers and still-running threads find their globals.
+            The CLI sets it. By default the namespace is cleared when the script returns,
+            so its tensors die here (what a library caller running many scripts wants).
+        handle_sigterm: while the script runs, turn SIGTERM into a clean stop (outcome
+            ``terminated``, exit code 143) so that the report is still written. Only in
+            the main thread, and only when SIGTERM has its default handler.
 
     Returns:
         A :class:`RunResult`. Exceptions raised *by the script* are printed (as Python
@@ -307,13 +314,15 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     main.__dict__["__builtins__"] = __builtins__
     run = Run(target, argv, loaded.filename, main.__dict__, probes, max_steps)
 
-    saved_argv, saved_path0 = sys.argv, (sys.path[0] if sys.path else None)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    saved_path0 = sys.path[0] if sys.path else None
     saved_main = sys.modules.get("__main__")
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     outcome = Outcome("ok", 0)
     if monitor_interval:
         run.monitor_interval = monitor_interval
         run.add_monitor("cpu")
+    sigterm = SigtermHandler(run.stopper)
     sys.argv = argv
     if sys.path:
         sys.path[0] = loaded.sys_path0
@@ -323,54 +332,61 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     try:
         with StepHooks(run._on_step, run._on_event, run.frames):
             run._dispatch("on_start")
+            if handle_sigterm:
+                sigterm.install()
+            run.stopper.start(sys._getframe())
             try:
                 exec(loaded.code, main.__dict__)
-            except StopRun as exc:
-                outcome = Outcome("max_steps", 0, exc)
-            except SystemExit as exc:
-                outcome = Outcome("exit", _exit_code(exc), exc)
-            except KeyboardInterrupt as exc:
-                outcome = Outcome("interrupt", 130, exc, _innermost_user_frame(exc.__traceback__, run.frames))
-            except BaseException as exc:  # noqa: BLE001 - the script's own error
-                kind = "oom" if _is_oom(exc) else "exception"
-                outcome = Outcome(kind, 1, exc, _innermost_user_frame(exc.__traceback__, run.frames))
+                if run.stopper.requested:  # swallowed, then the script ended by itself
+                    kind = Terminated if run.stopper.kind is Terminated else StopRun
+                    outcome = _ending(kind(run.stopper.message), run)
+            except BaseException as exc:  # noqa: BLE001 - the script's own ending
+                outcome = _ending(exc, run)
             finally:
+                run.stopper.finish()
+                sigterm.restore()
                 run.stop_monitors()
-                sys.stdout.flush()
+                flush(sys.stdout)
             if outcome.exc is not None and outcome.kind in ("exception", "oom", "interrupt"):
-                sys.stderr.flush()
-                traceback.print_exception(type(outcome.exc), outcome.exc, _trim_traceback(outcome.exc))
-                sys.stderr.flush()
+                print_script_exception(outcome.exc)
             run._dispatch("on_finish", outcome)
     finally:
+        run.stopper.finish()
+        sigterm.restore()
         run.stop_monitors()
         sys.argv = saved_argv
-        if saved_path0 is not None and sys.path:
-            sys.path[0] = saved_path0
-        if saved_main is not None:
+        _restore_path(saved_path, saved_path0)
+        if keep_namespace:
+            _KEPT_NAMESPACES.append(main)  # like Python: alive until the process exits
+        elif saved_main is not None:
             sys.modules["__main__"] = saved_main
     duration = time.time() - run.started
     peak = _peaks(run)
     timeline = _timeline(run.timelines)
     notes = [f"probe error: {e}" for e in run.probe_errors]
+    thinned = run.step_log.note()
+    if thinned:
+        notes.append(thinned)
+    if outcome.kind == "terminated":
+        notes.append(f"the script was stopped by SIGTERM; exit code {SIGTERM_EXIT_CODE} "
+                     "(128 + 15), the report covers what ran")
     result = RunResult(
         exit_code=outcome.exit_code, outcome=outcome.kind, error=outcome.error, argv=argv,
         started_at=started_at, duration_s=duration, steps=list(run.steps),
         step_source=run.step_source, devices=sorted(run.devices), peak=peak,
         timeline=timeline, environment=_environment(), notes=notes,
     )
-    # Drop every reference to the script's namespace and frames: its tensors must die here.
+    # Drop every reference to the script's frames; unless kept, its namespace too, so
+    # its tensors die here.
     outcome.exc = None
     outcome.frame = None
-    main.__dict__.clear()
+    if not keep_namespace:
+        main.__dict__.clear()
     return result
 
 
 def _peaks(run: Run) -> dict[str, int]:
-    peak: dict[str, int] = {}
-    for record in run.steps:
-        for device, value in record.used.items():
-            peak[device] = max(peak.get(device, 0), value)
+    peak: dict[str, int] = dict(run.step_log.peak)  # every step, thinned ones included
     for timeline in run.timelines:
         value = timeline.peak_used
         if value is not None:

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from torchmem.errors import is_oom  # re-exported: the one OOM test, shared with the doctor
+
 __all__ = ["map_tensors", "iter_tensors", "is_oom"]
 
 
@@ -55,16 +57,3 @@ def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
             yield from iter_tensors(getattr(obj, f.name))
-
-
-def is_oom(exc: BaseException) -> bool:
-    """Whether ``exc`` is an out-of-memory error of torch or of the host."""
-    oom = getattr(torch, "OutOfMemoryError", None) or getattr(
-        torch.cuda, "OutOfMemoryError", None
-    )
-    if isinstance(exc, MemoryError):
-        return True
-    if oom is not None and isinstance(exc, oom):
-        return True
-    # Older builds and other backends raise a plain RuntimeError.
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
