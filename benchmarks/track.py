@@ -93,7 +93,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per variant")
     parser.add_argument("--steps", type=int, default=5, help="steps per round")
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: default)")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads (0: default)"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -82,7 +82,7 @@ def test_views_and_inplace_ops_of_old_tensors_allocate_nothing() -> None:
         x.add_(1)
         v.mul_(2)
         s = x[::2]
-        del x  # the views keep the storage alive: nothing is freed
+        del x  # noqa: TMM302 - the views keep the storage alive: nothing is freed
     assert t.delta == 0 and t.peak_delta == 0
     del v
     with torchmem.track("cpu", exact=True) as t2:

@@ -11,7 +11,10 @@ user's memory is freed exactly when it would be without torchmem.
 
 The public face is :class:`torchmem.Tracker`; this module is one engine shared by all
 trackers: the mode is pushed once per thread (on the outermost tracker's ``__enter__``)
-and popped on its ``__exit__``.
+and popped on its ``__exit__``. The counted storages of a device are dropped when its
+last tracker ends, unless :meth:`Engine.keep` made them a ledger (exact trackers,
+:mod:`torchmem.collect._ledger`): then their frees keep being subtracted, between
+regions too, until :meth:`Engine.forget`.
 
 Cost (``benchmarks/collectors.py``): one Python call per aten op, plus about 1-2 us per
 output tensor; a new storage also costs one weakref (about 1 us and ~150 bytes held
@@ -177,7 +180,8 @@ class EngineCounter:
 
 
 class Engine:
-    """Bytes of storages created while active, per device type (``"cpu"``, ``"mps"``...).
+    """Bytes of storages created while active, per device type (``"cpu"``, ``"mps"``...),
+    plus the storages a ledger registered.
 
     Attributes:
         live: device type -> bytes of counted storages still alive.
@@ -267,10 +271,6 @@ class Engine:
             self.live.setdefault(dev, 0)
             self.peak.setdefault(dev, self.live[dev])
 
-    def knows(self, key: int) -> bool:
-        """Whether the storage whose ``_cdata`` is ``key`` is counted."""
-        return key in self._refs
-
     def register(self, st: Any, dev: str) -> bool:
         """Count a storage that already exists (found by the ledger's scans).
 
@@ -292,18 +292,6 @@ class Engine:
             if live > self.peak.get(dev, 0):
                 self.peak[dev] = live
         return True
-
-    def recheck(self, dev: str) -> None:
-        """Bring every counted storage's size up to date (``resize_`` outside a region)."""
-        for ref in [r for r in list(self._refs.values()) if r.dev == dev]:
-            st = ref()
-            if st is not None:
-                try:
-                    n = int(st.nbytes())
-                except (RuntimeError, NotImplementedError, TypeError, AttributeError):
-                    continue
-                if n != ref.nbytes:
-                    self._resized(ref, n)
 
     @property
     def tracked(self) -> int:

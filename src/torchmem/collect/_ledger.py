@@ -101,7 +101,7 @@ def sync(engine: Engine, dev: str) -> str:
             gc.enable()
     _register(engine, dev, tensors, _leaves.setdefault(dev, []))
     tensors.clear()
-    engine.recheck(dev)
+    _recheck(engine, dev)
     return "young" if young else "full"
 
 
@@ -200,3 +200,16 @@ def _register(
         if grad is not None:
             _add(engine, dev, grad)
     leaves[:] = alive
+
+
+def _recheck(engine: Engine, dev: str) -> None:
+    """Bring every counted storage's size up to date (``resize_`` outside a region)."""
+    for ref in [r for r in list(engine._refs.values()) if r.dev == dev]:
+        st = ref()
+        if st is not None:
+            try:
+                n = int(st.nbytes())
+            except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+                continue
+            if n != ref.nbytes:
+                engine._resized(ref, n)

@@ -18,17 +18,28 @@ tracker would erase the outer tracker's peak. A registry of active trackers per 
 folds the current peak into every active tracker before any reset, so nested (and
 sequential, and same-device concurrent) trackers each get their own exact peak.
 
+With ``exact=True`` on the engine path, the engine also counts every storage that was
+alive when the region began (a *ledger*, :mod:`torchmem.collect._ledger`: one census
+the first time, then a scan of the objects created since the previous region), so
+frees of tensors older than the region lower ``delta``, and ``baseline``, ``current``
+and ``peak`` are exact live tensor bytes: ``peak`` is the live bytes at the highest
+moment of the region.
+
 Known limitations:
     * On CUDA/XPU, entering a tracker or calling ``mark`` resets the allocator's peak
       counters (``reset_peak_memory_stats``): your own ``max_memory_allocated()`` calls
       then see the peak since that moment.
-    * The engine only counts storages created inside the region (on the threads that
-      entered a tracker). Freeing a tensor that existed before the outermost tracker
-      started does not lower ``delta``. See :mod:`torchmem.collect._engine` for what the
-      engine cannot see.
+    * Without ``exact=True`` (and before any exact tracker in the process), the engine
+      only counts storages created inside the region (on the threads that entered a
+      tracker): freeing a tensor that existed before does not lower ``delta``. See
+      :mod:`torchmem.collect._engine` for what the engine cannot see.
     * On the CPU, ``baseline``/``current`` are :func:`torchmem.read` readings (``heap``
       by default); ``peak`` is ``baseline.used + peak_delta``, exact only with
-      ``exact=True`` (baseline from ``tensor_bytes``).
+      ``exact=True`` (baseline from the ledger's ``tensor_bytes``).
+    * After an exact tracker the ledger stays: one weak reference per live storage of
+      the device and one callback per free, until ``engine.forget()``
+      (``torchmem.collect._engine``); later plain trackers then also see frees of the
+      storages it knows.
 """
 
 from __future__ import annotations
@@ -82,9 +93,11 @@ class Tracker:
     Args:
         device: the device to track (see :func:`torchmem.read`); ``None`` is the current
             accelerator if one is initialised, else the CPU.
-        exact: take the baseline and end readings with ``exact=True`` (adds the live
-            tensor census, milliseconds) so that ``peak`` is an exact absolute figure on
-            the CPU.
+        exact: count the storages alive at the start too (engine path: a census the
+            first time, then a scan of the objects made since the previous region,
+            ~0.5 ms), so that ``delta`` includes frees of older tensors and
+            ``baseline``/``current``/``peak`` are exact live tensor bytes. On
+            CUDA/XPU it adds a census to the baseline and end readings.
 
     Attributes:
         device: the normalised device string.
@@ -348,7 +361,8 @@ def track(device: DeviceLike = None, *, exact: bool = False) -> Tracker:
     Args:
         device: device to track; ``None`` is the current accelerator if initialised,
             else the CPU.
-        exact: take exact (census) baseline and end readings.
+        exact: exact live tensor bytes at the start, the end and the peak (see
+            :class:`Tracker`).
 
     Returns:
         A :class:`Tracker`, to use as a context manager.
