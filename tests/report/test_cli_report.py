@@ -108,3 +108,57 @@ def test_report_never_imports_torch(capture, tmp_path):
             "assert rc == 0, rc; assert 'torch' not in sys.modules, 'torch imported'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def _hostile_files(capture, tmp_path):
+    good = capture.to_dict()
+    text = json.dumps(good)
+    deep = "[" * 100_000 + "]" * 100_000
+    bodies = {
+        "deep_nesting": text.replace('"notes": []', f'"notes": {deep}'),
+        "nan_literal": text.replace('"duration_s": 2.5', '"duration_s": NaN'),
+        "huge_int": text.replace('"exit_code": 0', f'"exit_code": {2**80}'),
+        "null_tool": json.dumps(dict(good, tool=None)),
+        "escape_in_bad_value": json.dumps(dict(good, exit_code="\x1b[2J\x1b]52;c;eA==\x07")),
+        "top_level_number": "12",
+        "not_utf8": b'{"tool": "\xff\xfe"}',
+    }
+    assert bodies["deep_nesting"] != text and bodies["nan_literal"] != text
+    paths = {}
+    for name, body in bodies.items():
+        p = tmp_path / f"{name}.json"
+        p.write_bytes(body if isinstance(body, bytes) else body.encode("utf-8"))
+        paths[name] = p
+    return paths
+
+
+@pytest.mark.parametrize("case, mode", [
+    ("deep_nesting", "--text"), ("nan_literal", "--html"), ("huge_int", None),
+    ("null_tool", "--html"), ("escape_in_bad_value", "--text"), ("top_level_number", None),
+    ("not_utf8", "--html"),
+])
+def test_hostile_captures_through_the_real_cli(case, mode, capture, tmp_path):
+    path = _hostile_files(capture, tmp_path)[case]
+    out_html = tmp_path / "out.html"
+    args = [sys.executable, "-m", "torchmem", "report", str(path)]
+    args += {"--text": ["--text"], "--html": ["--html", str(out_html)], None: []}[mode]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("torchmem report: error: ") and str(path) in lines[0]
+    assert len(lines) <= 2 and "Traceback" not in proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
+    assert not out_html.exists()
+
+
+def test_a_valid_capture_full_of_escape_sequences_renders_escaped(make_capture, tmp_path):
+    evil = "\x1b[2J\x1b]52;c;ZXZpbA==\x07\x9b31m"
+    cap = make_capture(argv0=f"{evil}.py", notes=(evil,), error=evil, outcome="exception")
+    src = _saved(cap, tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "torchmem", "report", src, "--text",
+                           "--html", str(tmp_path / "r.html")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x9b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "\\x1b[2J" in proc.stdout

@@ -31,7 +31,7 @@ import math
 import re
 import types
 import typing
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 __all__ = [
     "SchemaError", "validate", "bounds", "NON_NEGATIVE",
@@ -119,17 +119,21 @@ def _join(path: str, key: Any) -> str:
     return f"{path}[{shown}]"
 
 
-@functools.lru_cache(maxsize=None)
-def _fields(cls: type) -> tuple[tuple[str, Any, dict[str, Any], bool], ...]:
-    """(name, type hint, bounds, required) of each init field of a record class."""
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        out.append((f.name, hints[f.name], dict(f.metadata.get(_KEY, {})), required))
-    return tuple(out)
+class _Bad(Exception):
+    """Internal: a mismatch found deep inside; the path is collected on the way out."""
+
+    def __init__(self, expected: str, got: str) -> None:
+        super().__init__(expected)
+        self.expected = expected
+        self.got = got
+        self.parts: list[Any] = []
+
+
+def _bad(expected: str, value: Any) -> _Bad:
+    return _Bad(expected, describe(value))
+
+
+Check = Callable[[Any], None]
 
 
 def validate(cls: type, data: Any, path: str = "") -> None:
@@ -138,57 +142,215 @@ def validate(cls: type, data: Any, path: str = "") -> None:
     Raises:
         SchemaError: the first value that does not match, with its path.
     """
-    _check(cls, data, path, {})
+    try:
+        _compile(cls, ())(data)
+    except _Bad as bad:
+        where = path
+        for part in reversed(bad.parts):
+            where = _join(where, part)
+        raise SchemaError(where, bad.expected, bad.got) from None
 
 
-def _number_range(value: float, path: str, limits: dict[str, Any], what: str) -> None:
-    low, high = limits.get("min"), limits.get("max")
-    if low is not None and value < low:
-        raise SchemaError(path, f"{what} >= {low:g}", describe(value))
-    if high is not None and value > high:
-        raise SchemaError(path, f"{what} <= {high:g}", describe(value))
+def _frozen(limits: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((k, v) for k, v in limits.items() if v is not None))
 
 
-def _check_int(value: Any, path: str, limits: dict[str, Any]) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SchemaError(path, "an integer", describe(value))
-    if not -MAX_MAGNITUDE < value < MAX_MAGNITUDE:
-        raise SchemaError(path, "an integer of magnitude below 2**63", describe(value))
-    _number_range(value, path, limits, "an integer")
+@functools.lru_cache(maxsize=None)
+def _compile(tp: Any, limits: tuple[tuple[str, Any], ...]) -> Check:
+    """A function that checks a value against type ``tp`` (built once per type and limits)."""
+    lim = dict(limits)
+    inner = _frozen({k: v for k, v in lim.items() if k != "max_items"})
+    most = lim.get("max_items") or MAX_ITEMS
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return _union(args, limits)
+    if tp is Any:
+        return _check_json
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _record(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enum(tp)
+    if origin in (tuple, list):
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            return _fixed_tuple(tuple(_compile(a, inner) for a in args))
+        return _sequence(_compile(args[0] if args else Any, inner), most)
+    if origin is dict:
+        return _mapping(_compile(args[1] if len(args) == 2 else Any, inner), most)
+    if tp is bool:
+        return _check_bool
+    if tp is int:
+        return _number(lim.get("min"), lim.get("max"), integer=True)
+    if tp is float:
+        return _number(lim.get("min"), lim.get("max"), integer=False)
+    if tp is str:
+        return _check_str
+    raise TypeError(f"the capture schema cannot check values of type {tp!r}")
 
 
-def _check_float(value: Any, path: str, limits: dict[str, Any]) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SchemaError(path, "a finite number", describe(value))
-    if isinstance(value, float) and not math.isfinite(value):
-        raise SchemaError(path, "a finite number", describe(value))
-    if not -MAX_MAGNITUDE < value < MAX_MAGNITUDE:
-        raise SchemaError(path, "a number of magnitude below 2**63", describe(value))
-    _number_range(value, path, limits, "a number")
+def _union(args: tuple[Any, ...], limits: tuple[tuple[str, Any], ...]) -> Check:
+    optional = type(None) in args
+    options = [a for a in args if a is not type(None)]
+    checks = [_compile(a, limits) for a in options]
+    if len(checks) == 1:
+        only = checks[0]
+
+        def check_optional(value: Any) -> None:
+            if value is None and optional:
+                return
+            only(value)
+        return check_optional
+    names = " or ".join(_type_name(o) for o in options)
+
+    def check_union(value: Any) -> None:
+        if value is None and optional:
+            return
+        for check in checks:
+            try:
+                check(value)
+                return
+            except _Bad:
+                continue
+        raise _bad(names, value)
+    return check_union
 
 
-def _check_str(value: Any, path: str) -> None:
-    if not isinstance(value, str):
-        raise SchemaError(path, "a string", describe(value))
+def _record(cls: type) -> Check:
+    hints = typing.get_type_hints(cls)
+    fields = []
+    for f in dataclasses.fields(cls):
+        if f.init:
+            required = (f.default is dataclasses.MISSING
+                        and f.default_factory is dataclasses.MISSING)
+            hint = hints[f.name]
+            fields.append((f.name, hint, _frozen(f.metadata.get(_KEY, {})), required))
+    compiled: list[tuple[str, Check, bool, str]] = []
+
+    def check_record(value: Any) -> None:
+        if not compiled:  # compiled on first use: records may refer to each other
+            compiled.extend((n, _compile(h, lim), r, _type_name(h)) for n, h, lim, r in fields)
+        if not isinstance(value, Mapping):
+            raise _bad("an object", value)
+        for name, check, required, expected in compiled:
+            if name in value:
+                try:
+                    check(value[name])
+                except _Bad as bad:
+                    bad.parts.append(name)
+                    raise
+            elif required:
+                bad = _Bad(expected, "nothing (the field is missing)")
+                bad.parts.append(name)
+                raise bad
+    return check_record
+
+
+def _enum(tp: type[enum.Enum]) -> Check:
+    allowed = [m.value for m in tp]
+    expected = "one of " + ", ".join(map(describe, allowed))
+
+    def check_enum(value: Any) -> None:
+        if isinstance(value, bool) or value not in allowed:
+            raise _bad(expected, value)
+    return check_enum
+
+
+def _sequence(item: Check, most: int) -> Check:
+    def check_sequence(value: Any) -> None:
+        if not isinstance(value, (list, tuple)):
+            raise _bad("a list", value)
+        if len(value) > most:
+            raise _bad(f"at most {most} entries", value)
+        for i, v in enumerate(value):
+            try:
+                item(v)
+            except _Bad as bad:
+                bad.parts.append(i)
+                raise
+    return check_sequence
+
+
+def _fixed_tuple(items: tuple[Check, ...]) -> Check:
+    def check_tuple(value: Any) -> None:
+        if not isinstance(value, (list, tuple)):
+            raise _bad("a list", value)
+        if len(value) != len(items):
+            raise _bad(f"a list of {len(items)} items", value)
+        for i, (check, v) in enumerate(zip(items, value)):
+            try:
+                check(v)
+            except _Bad as bad:
+                bad.parts.append(i)
+                raise
+    return check_tuple
+
+
+def _mapping(item: Check, most: int) -> Check:
+    def check_mapping(value: Any) -> None:
+        if not isinstance(value, Mapping):
+            raise _bad("an object", value)
+        if len(value) > most:
+            raise _bad(f"at most {most} entries", value)
+        for key, v in value.items():
+            try:
+                _check_str(key)
+            except _Bad as bad:
+                bad.parts.append("<key>")
+                raise
+            try:
+                item(v)
+            except _Bad as bad:
+                bad.parts.append(key)
+                raise
+    return check_mapping
+
+
+def _check_bool(value: Any) -> None:
+    if not isinstance(value, bool):
+        raise _bad("true or false", value)
+
+
+def _number(low: float | None, high: float | None, *, integer: bool) -> Check:
+    kind = "an integer" if integer else "a number"
+    plain = "an integer" if integer else "a finite number"
+
+    def check_number(value: Any) -> None:
+        t = type(value)
+        if t is int or (t is float and not integer):
+            # NaN and infinities fail this comparison too
+            if not -MAX_MAGNITUDE < value < MAX_MAGNITUDE:
+                if t is float and not math.isfinite(value):
+                    raise _bad(plain, value)
+                raise _bad(f"{kind} of magnitude below 2**63", value)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                integer and isinstance(value, float)):
+            raise _bad(plain, value)
+        else:  # a subclass of int or float
+            check_number(int(value) if isinstance(value, int) else float(value))
+            return
+        if low is not None and value < low:
+            raise _bad(f"{kind} >= {low:g}", value)
+        if high is not None and value > high:
+            raise _bad(f"{kind} <= {high:g}", value)
+    return check_number
+
+
+_check_int = _number(None, None, integer=True)
+_check_float = _number(None, None, integer=False)
+
+
+def _check_str(value: Any) -> None:
+    if type(value) is not str and not isinstance(value, str):
+        raise _bad("a string", value)
     if len(value) > MAX_STRING:
-        raise SchemaError(path, f"a string of at most {MAX_STRING} characters", describe(value))
+        raise _bad(f"a string of at most {MAX_STRING} characters", value)
     if _SURROGATE.search(value):
-        raise SchemaError(path, "valid Unicode text", "a string with an unpaired surrogate")
-
-
-def _check_items(value: Any, path: str, limits: dict[str, Any]) -> None:
-    most = limits.get("max_items") or MAX_ITEMS
-    if len(value) > most:
-        raise SchemaError(path, f"at most {most} entries", describe(value))
-
-
-def _inner(limits: dict[str, Any]) -> dict[str, Any]:
-    """The limits that apply inside a container: ``max_items`` is the container's own."""
-    return {k: v for k, v in limits.items() if k != "max_items"}
+        raise _Bad("valid Unicode text", "a string with an unpaired surrogate")
 
 
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))
     if tp is int:
         return "an integer"
     if tp is float:
@@ -204,99 +366,37 @@ def _type_name(tp: Any) -> str:
     return "a JSON value"
 
 
-def _check(tp: Any, value: Any, path: str, limits: dict[str, Any]) -> None:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return
-        options = [a for a in args if a is not type(None)]
-        errors = []
-        for option in options:
-            try:
-                _check(option, value, path, limits)
-                return
-            except SchemaError as err:
-                errors.append(err)
-        if len(errors) == 1:
-            raise errors[0]
-        raise SchemaError(path, " or ".join(_type_name(o) for o in options), describe(value))
-    if value is None and tp is not Any:
-        raise SchemaError(path, _type_name(tp), "null")
-    if tp is Any:
-        _check_json(value, path)
-    elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(value, Mapping):
-            raise SchemaError(path, "an object", describe(value))
-        for name, hint, field_limits, required in _fields(tp):
-            where = _join(path, name)
-            if name in value:
-                _check(hint, value[name], where, field_limits)
-            elif required:
-                raise SchemaError(where, _type_name(hint), "nothing (the field is missing)")
-    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
-        allowed = [m.value for m in tp]
-        if isinstance(value, bool) or value not in allowed:
-            raise SchemaError(path, "one of " + ", ".join(map(describe, allowed)), describe(value))
-    elif origin in (tuple, list):
-        if not isinstance(value, (list, tuple)):
-            raise SchemaError(path, "a list", describe(value))
-        _check_items(value, path, limits)
-        limits = _inner(limits)
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            if len(value) != len(args):
-                raise SchemaError(path, f"a list of {len(args)} items", describe(value))
-            for i, (item_tp, item) in enumerate(zip(args, value)):
-                _check(item_tp, item, _join(path, i), limits)
-            return
-        item_tp = args[0] if args else Any
-        for i, item in enumerate(value):
-            _check(item_tp, item, _join(path, i), limits)
-    elif origin is dict:
-        if not isinstance(value, Mapping):
-            raise SchemaError(path, "an object", describe(value))
-        _check_items(value, path, limits)
-        limits = _inner(limits)
-        value_tp = args[1] if len(args) == 2 else Any
-        for key, item in value.items():
-            _check_str(key, _join(path, "<key>"))
-            _check(value_tp, item, _join(path, key), limits)
-    elif tp is bool:
-        if not isinstance(value, bool):
-            raise SchemaError(path, "true or false", describe(value))
-    elif tp is int:
-        _check_int(value, path, limits)
-    elif tp is float:
-        _check_float(value, path, limits)
-    elif tp is str:
-        _check_str(value, path)
-    else:  # pragma: no cover - a record declared a type this schema does not know
-        raise SchemaError(path, f"a value of type {tp!r}", describe(value))
-
-
-def _check_json(value: Any, path: str) -> None:
+def _check_json(value: Any) -> None:
     """Free JSON: sane scalars, bounded sizes, at most :data:`MAX_DEPTH` levels (no recursion)."""
-    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    stack: list[tuple[Any, tuple[Any, ...], int]] = [(value, (), 0)]
     while stack:
-        node, where, depth = stack.pop()
-        if node is None or isinstance(node, bool):
-            continue
-        if isinstance(node, int):
-            _check_int(node, where, {})
-        elif isinstance(node, float):
-            _check_float(node, where, {})
-        elif isinstance(node, str):
-            _check_str(node, where)
-        elif isinstance(node, (list, tuple, Mapping)):
-            if depth >= MAX_DEPTH:
-                raise SchemaError(where, f"at most {MAX_DEPTH} levels of nesting",
-                                  "deeper nesting")
-            _check_items(node, where, {})
-            if isinstance(node, Mapping):
-                for key, item in node.items():
-                    _check_str(key, _join(where, "<key>"))
-                    stack.append((item, _join(where, key), depth + 1))
+        node, parts, depth = stack.pop()
+        try:
+            if node is None or isinstance(node, bool):
+                continue
+            if isinstance(node, int):
+                _check_int(node)
+            elif isinstance(node, float):
+                _check_float(node)
+            elif isinstance(node, str):
+                _check_str(node)
+            elif isinstance(node, (list, tuple, Mapping)):
+                if depth >= MAX_DEPTH:
+                    raise _Bad(f"at most {MAX_DEPTH} levels of nesting", "deeper nesting")
+                if len(node) > MAX_ITEMS:
+                    raise _bad(f"at most {MAX_ITEMS} entries", node)
+                if isinstance(node, Mapping):
+                    for key, item in node.items():
+                        try:
+                            _check_str(key)
+                        except _Bad as bad:
+                            bad.parts.append("<key>")
+                            raise
+                        stack.append((item, (*parts, key), depth + 1))
+                else:
+                    stack.extend((item, (*parts, i), depth + 1) for i, item in enumerate(node))
             else:
-                stack.extend((item, _join(where, i), depth + 1) for i, item in enumerate(node))
-        else:
-            raise SchemaError(where, "a JSON value", describe(node))
+                raise _bad("a JSON value", node)
+        except _Bad as bad:
+            bad.parts.extend(reversed(parts))
+            raise

@@ -46,7 +46,7 @@ def printable(text: Any, limit: int = MAX_SHOWN) -> str:
     s = text if isinstance(text, str) else str(text)
     if len(s) > limit:
         s = f"{s[:limit]}… ({len(s) - limit} more characters)"
-    return CONTROL.sub(_escape, s)
+    return CONTROL.sub(_escape, s) if CONTROL.search(s) else s
 
 
 def printable_capture(value: T) -> T:
@@ -74,7 +74,10 @@ def _clean(value: Any) -> Any:
         if all(type(k) is str and not CONTROL.search(k) and len(k) <= MAX_SHOWN
                and type(v) in (int, float) for k, v in value.items()):
             return value  # the common case: device -> bytes
-        return {_clean(k): _clean(v) for k, v in value.items()}
+        cleaned = {_clean(k): _clean(v) for k, v in value.items()}
+        same = len(cleaned) == len(value) and all(
+            a is b and cleaned[a] is value[b] for a, b in zip(cleaned, value))
+        return value if same else cleaned
     if isinstance(value, (list, tuple)):
         if all(type(v) in (int, float) for v in value):
             return value

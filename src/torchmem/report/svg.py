@@ -89,7 +89,7 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
         return [low]
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    return [round(t, 10) for t in _ticks_on(low, high, step)]
+    return sorted({round(t, 10) for t in _ticks_on(low, high, step)})
 
 
 def _byte_ticks(low: float, high: float, count: int = 5) -> list[float]:
