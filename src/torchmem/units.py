@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["format_bytes", "format_delta", "parse_bytes", "KiB", "MiB", "GiB", "TiB"]
+__all__ = [
+    "format_bytes", "format_delta", "parse_bytes", "parse_budget", "KiB", "MiB", "GiB", "TiB",
+]
 
 KiB = 1024
 MiB = 1024**2
@@ -103,3 +105,35 @@ def parse_bytes(text: str | int | float) -> int:
             )
         return int(value)
     return int(math.floor(value * scale + 0.5))
+
+
+def parse_budget(budget: str | int | float, who: str) -> int:
+    """A memory budget given to ``torchmem.<who>``: bytes > 0, as a number or as text.
+
+    Args:
+        budget: ``6 * 2**30``, ``"6 GiB"``, ``"512MB"``... (see :func:`parse_bytes`).
+        who: the public function or method the user called, for the error message.
+
+    Returns:
+        The budget in bytes.
+
+    Raises:
+        UsageError: not a byte quantity, or not above zero.
+    """
+    from torchmem.errors import UsageError
+
+    tip = "pass budget=<bytes> or a string such as budget='6 GiB'"
+    try:
+        value = parse_bytes(budget)
+    except (TypeError, ValueError):
+        raise UsageError(
+            f"torchmem.{who}: bad budget; expected a whole number of bytes or a string "
+            f"such as '6 GiB' or '512MB', got {budget!r}",
+            tip=tip,
+        ) from None
+    if value <= 0:
+        raise UsageError(
+            f"torchmem.{who}: the budget must be positive; expected bytes > 0, got {budget!r}",
+            tip=tip,
+        )
+    return value

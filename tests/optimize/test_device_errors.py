@@ -34,7 +34,8 @@ def test_check_dataloader_names_itself() -> None:
 
 
 def test_renamed_keeps_class_message_and_tip() -> None:
-    err = renamed(UsageError("torchmem.estimate: bad; expected X, got Y", tip="t"), "plan_checkpoints")
+    inner = UsageError("torchmem.estimate: bad; expected X, got Y", tip="t")
+    err = renamed(inner, "plan_checkpoints")
     assert type(err) is UsageError and err.tip == "t"
     assert str(err) == "torchmem.plan_checkpoints: bad; expected X, got Y"
     assert str(renamed(UsageError("torchmem: no submodule"), "estimate")) == (

@@ -90,12 +90,71 @@ def test_budget_out_of_reach_and_already_met() -> None:
     model = Stack(width=32, blocks=2)
     x, y = torch.randn(8, 64), torch.randint(0, 10, (8,))
     low = torchmem.plan_checkpoints(model, x, budget=1, loss_fn=F.cross_entropy, target=y)
-    assert not low.fits and low.checkpoint == ("blocks.0", "blocks.1")
+    assert not low.fits
+    for name in low.checkpoint:  # every block in the plan lowers the peak
+        without = [n for n in low.checkpoint if n != name]
+        assert torchmem.estimate(model, x, loss_fn=F.cross_entropy, target=y,
+                                 checkpoint=without).peak_bytes > low.peak_after
     high = torchmem.plan_checkpoints(model, x, budget="1 GiB", loss_fn=F.cross_entropy, target=y)
     assert high.fits and high.checkpoint == () and high.saved_bytes == 0
     assert "fits 1.0 GiB" in repr(high)
     with pytest.raises(UsageError, match="budget"):
         torchmem.plan_checkpoints(model, x, budget=0, loss_fn=F.cross_entropy, target=y)
+
+
+class Mlp(nn.Module):
+    """Blocks of Linear + ReLU: a ReLU's checkpointing saves nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                                 nn.Linear(512, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def test_unreachable_budget_names_the_floor_and_plans_no_useless_block() -> None:
+    # the seed checkpointed every block, ReLUs included, for nothing, and did not say that
+    # Adam's state alone was over the budget
+    torch.manual_seed(0)
+    model = Mlp()
+    x, y = torch.randn(4, 64), torch.randint(0, 10, (4,))
+    opt = torch.optim.Adam(model.parameters())
+    kw = dict(loss_fn=F.cross_entropy, target=y, optimizer=opt)
+    est = torchmem.estimate(model, x, **kw)
+    plan = torchmem.plan_checkpoints(model, x, budget=est.parameter_bytes, **kw)
+    assert not plan.fits
+    every = torchmem.estimate(model, x, checkpoint=block_names(model), **kw)
+    assert plan.peak_after == every.peak_bytes  # the floor: everything checkpointed
+    assert not any(isinstance(model.get_submodule(n), nn.ReLU) for n in plan.checkpoint)
+    for name in plan.checkpoint:
+        without = [n for n in plan.checkpoint if n != name]
+        assert torchmem.estimate(model, x, checkpoint=without, **kw).peak_bytes > plan.peak_after
+    assert plan.floor is not None and sum(plan.floor.values()) == plan.peak_after
+    assert plan.floor["parameters"] == est.parameter_bytes
+    assert plan.floor["optimizer_state"] == est.optimizer_state_bytes
+    assert plan.dominant == "optimizer_state"
+    text = plan.explain()
+    assert text.startswith(f"{torchmem.format_bytes(plan.budget_bytes)} is out of reach")
+    assert "optimizer state dominates" in text and "parameters" in text
+    assert "mostly optimizer_state" in repr(plan)
+    assert type(plan).from_dict(plan.to_dict()) == plan
+
+
+def test_bad_budgets_and_candidates_name_plan_checkpoints() -> None:
+    model = Stack(width=32, blocks=2)
+    x, y = torch.randn(8, 64), torch.randint(0, 10, (8,))
+    kw = dict(loss_fn=F.cross_entropy, target=y)
+    for bad in ("bogus", "1.5", [1], -3):
+        with pytest.raises(UsageError, match=r"^torchmem\.plan_checkpoints: .*budget.*'6 GiB'|"
+                                             r"^torchmem\.plan_checkpoints: the budget must"):
+            torchmem.plan_checkpoints(model, x, budget=bad, **kw)
+    with pytest.raises(UsageError, match=r"^torchmem\.plan_checkpoints: no submodule named 'nope'"):
+        torchmem.plan_checkpoints(model, x, budget=1, candidates=["nope"], **kw)
+    # an error inside the estimate names the function the user called
+    with pytest.raises(UsageError, match=r"^torchmem\.plan_checkpoints: .*target"):
+        torchmem.plan_checkpoints(model, x, budget=1, loss_fn=F.cross_entropy, target=model(x))
 
 
 @pytest.mark.slow

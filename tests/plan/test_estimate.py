@@ -208,3 +208,43 @@ def test_json_round_trip_and_repr() -> None:
     again = Estimate.from_dict(json.loads(json.dumps(est.to_dict())))
     assert again == est
     assert repr(est).startswith("Estimate(peak ") and "optimizer" in repr(est)
+
+
+def test_the_model_output_as_target_is_a_clear_usage_error() -> None:
+    # the README tour passed target=y with y = model(x): torch failed deep inside with
+    # "Tried to backward() through example input"
+    model, x = _mlp(), torch.randn(8, 256)
+    y = model(x)
+    with pytest.raises(UsageError, match=r"^torchmem\.estimate: the target carries an "
+                                         r"autograd graph") as info:
+        torchmem.estimate(model, x, loss_fn=F.cross_entropy, target=y)
+    assert "not the model's output" in str(info.value) and info.value.tip
+    with pytest.raises(UsageError, match=r"^torchmem\.estimate: the input 0 carries"):
+        torchmem.estimate(model, y.sum() * x, loss_fn=_mean_square)
+    est = torchmem.estimate(model, x, loss_fn=F.cross_entropy, target=y.detach())
+    assert est.peak_bytes > 0  # detached probabilities are a valid cross_entropy target
+
+
+def test_a_target_the_loss_refuses_is_named_with_shapes() -> None:
+    model, x = _mlp(), torch.randn(8, 256)
+    with pytest.raises(UsageError, match=r"^torchmem\.estimate: loss_fn\(out, target\) failed "
+                                         r"\(ValueError: Expected input batch_size \(8\)") as info:
+        torchmem.estimate(model, x, loss_fn=F.cross_entropy, target=torch.randint(0, 4, (5,)))
+    assert "target (5,) int64" in str(info.value)
+
+
+def test_fits_takes_text_budgets_and_names_itself() -> None:
+    model, x = _mlp(), torch.randn(8, 256)
+    est = torchmem.estimate(model, x, loss_fn=_mean_square)
+    assert est.fits("1 GiB") and est.fits(2**30) and not est.fits("1 KiB")
+    assert est.fits(est.peak_bytes) and not est.fits(est.peak_bytes - 1)
+    with pytest.raises(UsageError, match=r"^torchmem\.Estimate\.fits: bad budget"):
+        est.fits("lots")
+
+
+def test_unknown_checkpoint_name_names_estimate() -> None:
+    model, x = _mlp(), torch.randn(8, 256)
+    with pytest.raises(UsageError, match=r"^torchmem\.estimate: no submodule named 'nope'"):
+        torchmem.estimate(model, x, loss_fn=_mean_square, checkpoint=["nope"])
+    with pytest.raises(UsageError, match=r"^torchmem\.estimate: expected a list of submodule"):
+        torchmem.estimate(model, x, loss_fn=_mean_square, checkpoint="0")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torchmem.model._serde import Record
-from torchmem.units import format_bytes
+from torchmem.units import format_bytes, parse_budget
 
 __all__ = [
     "ESTIMATE_SCHEMA_VERSION",
@@ -121,9 +121,34 @@ class Estimate(Record):
                 best = p
         return best
 
-    def fits(self, budget_bytes: int) -> bool:
-        """Whether the peak stays within ``budget_bytes``."""
-        return self.peak_bytes <= budget_bytes
+    def fits(self, budget: int | str) -> bool:
+        """Whether the peak stays within ``budget`` (bytes, or text such as ``"6 GiB"``).
+
+        Raises:
+            UsageError: ``budget`` is not a positive byte quantity.
+        """
+        return self.peak_bytes <= parse_budget(budget, "Estimate.fits")
+
+    def parts_at_peak(self) -> dict[str, int]:
+        """What the peak is made of: ``{part: bytes}``, the rest being
+        ``"activations_and_temporaries"``.
+
+        Parameters, buffers and inputs are live in every phase; the optimizer state from
+        the end of the first ``step()`` on (during it, too); the gradients from the end
+        of a backward to the optimizer's ``zero_grad()``. Whatever the peak holds beyond
+        those is ``"activations_and_temporaries"`` (saved for backward, outputs, an
+        optimizer's scratch tensors): the only part activation checkpointing can lower.
+        """
+        where = self.peak_phase
+        parts = {"parameters": self.parameter_bytes, "buffers": self.buffer_bytes,
+                 "inputs": self.input_bytes, "gradients": 0, "optimizer_state": 0}
+        if where is not None:
+            if where.phase in ("backward", "optimizer"):
+                parts["gradients"] = self.gradient_bytes
+            if where.phase == "optimizer" or where.step > 1:
+                parts["optimizer_state"] = self.optimizer_state_bytes
+        parts["activations_and_temporaries"] = max(self.peak_bytes - sum(parts.values()), 0)
+        return parts
 
     def breakdown(self) -> dict[str, int]:
         """``{part: bytes}``: the sizes of the step's parts (not all live at the peak)."""
@@ -164,10 +189,16 @@ class CheckpointPlan(Record):
             the fewest the greedy search needed, largest activations first.
         peak_before: estimated peak without checkpointing.
         peak_after: estimated peak with ``checkpoint``.
-        fits: whether ``peak_after <= budget_bytes``; when False, ``checkpoint`` is every
-            candidate and ``peak_after`` the lowest peak checkpointing reaches.
+        fits: whether ``peak_after <= budget_bytes``; when False, ``peak_after`` is the
+            lowest peak checkpointing reaches and ``checkpoint`` the blocks that lower it
+            (never a block whose checkpointing leaves the peak where it was).
         candidates: the modules the search could choose from.
-        trials: every set tried, in order.
+        trials: every set tried, in order (rejected blocks included).
+        floor: when the budget is out of reach, what that lowest peak is made of
+            (:meth:`Estimate.parts_at_peak`: parameters, buffers, inputs, gradients,
+            optimizer state, and the activations and temporaries checkpointing could
+            not remove).
+        floor_phase: where that peak is, e.g. ``"step 1 optimizer"``.
     """
 
     budget_bytes: int
@@ -177,16 +208,73 @@ class CheckpointPlan(Record):
     fits: bool
     candidates: tuple[str, ...] = ()
     trials: tuple[CheckpointTrial, ...] = ()
+    floor: dict[str, int] | None = None
+    floor_phase: str = ""
 
     @property
     def saved_bytes(self) -> int:
         """Estimated peak bytes the plan saves."""
         return self.peak_before - self.peak_after
 
+    @property
+    def dominant(self) -> str | None:
+        """The largest part of the floor (``"optimizer_state"``...), or None."""
+        if not self.floor:
+            return None
+        return max(self.floor.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+    def explain(self) -> str:
+        """One paragraph: what to checkpoint, or why the budget is out of reach."""
+        budget = format_bytes(self.budget_bytes)
+        if self.fits and not self.checkpoint:
+            return f"fits {budget} without checkpointing (peak {format_bytes(self.peak_before)})"
+        if self.fits:
+            return (f"fits {budget}: checkpoint {', '.join(self.checkpoint)} lowers the peak "
+                    f"from {format_bytes(self.peak_before)} to {format_bytes(self.peak_after)}")
+        line = (f"{budget} is out of reach: the lowest peak checkpointing reaches is "
+                f"{format_bytes(self.peak_after)}")
+        if self.floor_phase:
+            line += f" (in {self.floor_phase})"
+        if self.floor:
+            parts = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}"
+                              for k, v in self.floor.items() if v)
+            line += f": {parts}"
+            fixed = sum(v for k, v in self.floor.items() if k != _REST)
+            line += (f". Checkpointing lowers only activations; the other parts are "
+                     f"{format_bytes(fixed)}")
+            dominant = self.dominant
+            if dominant is not None and dominant != _REST:
+                line += f", and {dominant.replace('_', ' ')} dominates"
+                line += _ADVICE.get(dominant, "")
+            elif dominant == _REST:
+                line += (", and activations dominate: those outside the candidate blocks, "
+                         "and the blocks' inputs, which checkpointing keeps; a smaller batch "
+                         "lowers them")
+        if self.checkpoint:
+            line += (f". Checkpointing {', '.join(self.checkpoint)} still lowers the peak "
+                     f"from {format_bytes(self.peak_before)}")
+        else:
+            line += ". No block's checkpointing lowers the peak"
+        return line + "."
+
     def __repr__(self) -> str:
         verdict = "fits" if self.fits else "does not fit"
+        floor = ""
+        if not self.fits and self.dominant is not None:
+            floor = f"; floor {format_bytes(self.peak_after)}, mostly {self.dominant}"
         return (
             f"CheckpointPlan({verdict} {format_bytes(self.budget_bytes)}: checkpoint "
             f"{list(self.checkpoint)}, peak {format_bytes(self.peak_before)} -> "
-            f"{format_bytes(self.peak_after)})"
+            f"{format_bytes(self.peak_after)}{floor})"
         )
+
+
+_REST = "activations_and_temporaries"
+
+_ADVICE = {
+    "optimizer_state": (": a lighter optimizer (SGD, Adafactor, 8-bit Adam), its state "
+                        "offloaded to the CPU, or a larger budget"),
+    "parameters": ": lower-precision weights (bfloat16), sharding (FSDP), or a larger budget",
+    "gradients": ": lower-precision or sharded gradients (FSDP), or a larger budget",
+    "inputs": ": a smaller batch",
+}

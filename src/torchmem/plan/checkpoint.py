@@ -7,9 +7,13 @@ the *fewest* modules that bring the estimated peak under the budget.
 
 The search is greedy and every candidate set is judged by :func:`torchmem.estimate`
 with the set checkpointed, on fake tensors, so nothing is allocated and the figures are
-the same aten ops' exact tensor bytes. Candidates, largest activations first, are the
-blocks of the model: the children of its ``nn.ModuleList`` / ``nn.Sequential``
-containers (outermost first), or the model's own children when it has none. The plan
+the same aten ops' exact tensor bytes. A block joins the plan only if checkpointing it
+lowers the estimated peak (a ReLU's checkpointing saves nothing: it is left out). When
+the budget is out of reach the plan says what the lowest peak is made of (parameters,
+gradients, optimizer state, inputs, activations) and which part dominates.
+Candidates, largest activations first, are the blocks of the model: the children of
+its ``nn.ModuleList`` / ``nn.Sequential`` containers (outermost first), or the model's
+own children when it has none. The plan
 is applied with :func:`torchmem.checkpointed` around the training loop.
 
 Cost: one estimate per candidate tried (each about the cost of one step's Python and
@@ -28,10 +32,12 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 
-from torchmem.errors import UsageError
-from torchmem.model.estimate import CheckpointPlan, CheckpointTrial
+from torchmem._calls import renamed
+from torchmem.errors import TorchmemError, UsageError
+from torchmem.model.estimate import CheckpointPlan, CheckpointTrial, Estimate
 from torchmem.plan.estimate import estimate
-from torchmem.units import parse_bytes
+from torchmem.plan.wrap import check_names
+from torchmem.units import parse_budget
 
 __all__ = ["plan_checkpoints", "block_names"]
 
@@ -74,10 +80,11 @@ def plan_checkpoints(
 
     Returns:
         A :class:`~torchmem.model.estimate.CheckpointPlan`; ``fits`` says whether the
-        budget was met.
+        budget was met, ``explain()`` why not (the floor and what it is made of).
 
     Raises:
-        UsageError: a bad budget, no candidates, or what :func:`torchmem.estimate` raises.
+        UsageError: a bad budget, no candidates, a candidate that is not a submodule,
+            or what :func:`torchmem.estimate` raises (named ``plan_checkpoints``).
 
     Example:
         >>> plan = torchmem.plan_checkpoints(model, x, budget="2 GiB",   # doctest: +SKIP
@@ -85,21 +92,26 @@ def plan_checkpoints(
         >>> with torchmem.checkpointed(model, plan.checkpoint):          # doctest: +SKIP
         ...     train(model)
     """
-    budget_bytes = parse_bytes(budget)
-    if budget_bytes <= 0:
-        raise UsageError(f"torchmem.plan_checkpoints: budget must be > 0; got {budget!r}")
+    budget_bytes = parse_budget(budget, "plan_checkpoints")
     names = list(candidates) if candidates is not None else block_names(model)
     if not names:
         raise UsageError(
-            "torchmem.plan_checkpoints: the model has no submodules to checkpoint",
+            "torchmem.plan_checkpoints: the model has no submodules to checkpoint; "
+            "expected a model with children, or candidates=[...]",
             tip="pass candidates=[...] with names from model.named_modules()",
         )
+    if isinstance(model, nn.Module):
+        check_names(model, names, "plan_checkpoints")
 
-    def peak_with(chosen: list[str], per_module: bool = False) -> Any:
-        return estimate(model, *inputs, loss_fn=loss_fn, target=target, optimizer=optimizer,
-                        steps=steps, device=device, per_module=per_module, checkpoint=chosen)
+    def run(chosen: list[str], per_module: bool = False) -> Estimate:
+        try:
+            return estimate(model, *inputs, loss_fn=loss_fn, target=target,
+                            optimizer=optimizer, steps=steps, device=device,
+                            per_module=per_module, checkpoint=chosen)
+        except TorchmemError as err:  # the user called plan_checkpoints, not estimate
+            raise renamed(err, "plan_checkpoints") from err.__cause__
 
-    base = peak_with([], per_module=True)
+    base = run([], per_module=True)
     trials = [CheckpointTrial((), base.peak_bytes)]
     if base.peak_bytes <= budget_bytes:
         return CheckpointPlan(budget_bytes, (), base.peak_bytes, base.peak_bytes, True,
@@ -107,12 +119,21 @@ def plan_checkpoints(
     retained = {m.name: m.retained_bytes for m in base.modules}
     order = sorted(names, key=lambda n: (-retained.get(n, 0), names.index(n)))
     chosen: list[str] = []
-    peak = base.peak_bytes
+    best = base
     for name in order:
+        trial = run(chosen + [name])
+        trials.append(CheckpointTrial(tuple(chosen + [name]), trial.peak_bytes))
+        if trial.peak_bytes >= best.peak_bytes:
+            continue  # checkpointing it saves nothing: not in the plan
         chosen.append(name)
-        peak = peak_with(chosen).peak_bytes
-        trials.append(CheckpointTrial(tuple(chosen), peak))
-        if peak <= budget_bytes:
+        best = trial
+        if best.peak_bytes <= budget_bytes:
             break
-    return CheckpointPlan(budget_bytes, tuple(chosen), base.peak_bytes, peak,
-                          peak <= budget_bytes, tuple(names), tuple(trials))
+    fits = best.peak_bytes <= budget_bytes
+    floor, phase = None, ""
+    if not fits:
+        floor = best.parts_at_peak()
+        where = best.peak_phase
+        phase = f"step {where.step} {where.phase}" if where is not None else ""
+    return CheckpointPlan(budget_bytes, tuple(chosen), base.peak_bytes, best.peak_bytes, fits,
+                          tuple(names), tuple(trials), floor, phase)

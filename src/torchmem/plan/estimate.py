@@ -44,7 +44,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torchmem.errors import DeviceError, UsageError
 from torchmem.model.estimate import Estimate, ModuleEstimate
 from torchmem.plan._meter import Counter, ModuleMeter, Phases
-from torchmem.plan.wrap import checkpointed
+from torchmem.plan.wrap import check_names, checkpointed
 
 __all__ = ["estimate"]
 
@@ -152,6 +152,10 @@ def estimate(
             "torchmem.estimate: grad=False runs no backward; expected no loss_fn with it",
             tip=_TIP,
         )
+    checkpoint = check_names(model, checkpoint, "estimate")
+    for i, value in enumerate(inputs):
+        _check_data(value, f"input {i}")
+    _check_data(target, "target")
     t0 = time.perf_counter()
     named_params = list(model.named_parameters(remove_duplicate=False))
     named_buffers = list(model.named_buffers(remove_duplicate=False))
@@ -259,7 +263,12 @@ def _steps(
             out = model(*args)
             loss = None
             if loss_fn is not None:
-                loss = loss_fn(out, target) if has_target else loss_fn(out)
+                try:
+                    loss = loss_fn(out, target) if has_target else loss_fn(out)
+                except UsageError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - the loss refused out/target
+                    raise _loss_failed(err, out, target, has_target) from err
         if meter is not None:
             meter.active = False  # modules are attributed on the first step only
         end = phases.end(step, "forward")
@@ -290,6 +299,48 @@ def _steps(
             )
         opt.zero_grad()
         phases.end(step, "optimizer")
+
+
+def _check_data(value: Any, what: str) -> None:
+    """Inputs and the target are data: a tensor with an autograd graph (the model's
+    output, say) would make the simulated backward run into a graph the estimate cannot
+    see (torch fails with 'Tried to backward() through example input')."""
+    for t in tree_flatten(value)[0]:
+        if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+            hint = (" target= is the loss's second argument (the labels), not the model's "
+                    "output" if what == "target" else "")
+            raise UsageError(
+                f"torchmem.estimate: the {what} carries an autograd graph "
+                f"({type(t.grad_fn).__name__}: it was computed from tensors that require "
+                f"grad); expected data, a tensor without grad_fn, got shape "
+                f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')} with a graph.{hint}",
+                tip="pass the labels (e.g. torch.randint(0, classes, (batch,))) or "
+                "tensor.detach()",
+            )
+
+
+def _describe(value: Any) -> str:
+    tensors = [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+    if not tensors:
+        return type(value).__name__
+    shown = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+                      for t in tensors[:3])
+    return shown + (", ..." if len(tensors) > 3 else "")
+
+
+def _loss_failed(err: Exception, out: Any, target: Any, has_target: bool) -> UsageError:
+    name = type(err).__name__
+    if "DataDependent" in name or "DynamicOutputShape" in name:
+        return _explain(err)
+    text = str(err).strip().splitlines()[0] if str(err).strip() else name
+    call = "loss_fn(out, target)" if has_target else "loss_fn(out)"
+    got = f"out {_describe(out)}" + (f", target {_describe(target)}" if has_target else "")
+    return UsageError(
+        f"torchmem.estimate: {call} failed ({name}: {text}); expected a loss that accepts "
+        f"the model's output{' and the target' if has_target else ''}, got {got}",
+        tip="target= is the loss's second argument: labels shaped as the loss expects "
+        "(F.cross_entropy: class indices of shape (batch,))",
+    )
 
 
 def _check_device(device: torch.device) -> torch.device:

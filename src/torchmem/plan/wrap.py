@@ -13,7 +13,30 @@ from torch import nn
 
 from torchmem.errors import UsageError
 
-__all__ = ["checkpointed"]
+__all__ = ["checkpointed", "check_names"]
+
+
+def check_names(model: nn.Module, names: Iterable[str], who: str) -> list[str]:
+    """``names`` without repeats, each a submodule of ``model``.
+
+    Raises:
+        UsageError: a name that is not a submodule (or not a string), naming ``who``.
+    """
+    if isinstance(names, str):
+        raise UsageError(
+            f"torchmem.{who}: expected a list of submodule names, got the string {names!r}",
+            tip=f"wrap it in a list: [{names!r}]",
+        )
+    wanted = list(dict.fromkeys(names))
+    found = dict(model.named_modules())
+    missing = [n for n in wanted if not isinstance(n, str) or n not in found]
+    if missing:
+        raise UsageError(
+            f"torchmem.{who}: no submodule named {missing[0]!r} to checkpoint; expected a "
+            "name from model.named_modules()",
+            tip="names look like 'encoder.layers.3'; '' is the model itself",
+        )
+    return wanted
 
 
 @contextlib.contextmanager
@@ -29,15 +52,8 @@ def checkpointed(model: nn.Module, names: Iterable[str]) -> Iterator[None]:
     """
     from torch.utils.checkpoint import checkpoint
 
-    wanted = list(dict.fromkeys(names))
+    wanted = check_names(model, names, "checkpointed")
     found = dict(model.named_modules())
-    missing = [n for n in wanted if n not in found]
-    if missing:
-        raise UsageError(
-            f"torchmem: no submodule named {missing[0]!r} to checkpoint; expected a name "
-            "from model.named_modules()",
-            tip="names look like 'encoder.layers.3'; '' is the model itself",
-        )
     saved: list[tuple[nn.Module, Any]] = []
     try:
         for name in wanted:
