@@ -21,11 +21,13 @@ A scope entered in a generator (or coroutine) frame owns the ops run while that 
 executes, not those its consumer runs while the generator is suspended at a ``yield``:
 those go to the innermost scope whose frame is running, or to none.
 
-Besides the mode, while any scope is open in the process two kinds of global hooks
+Besides the mode, while any scope is open in the process three kinds of global hooks
 are installed (and removed when the last scope exits): optimizer step post-hooks
 (``torch.optim.optimizer.register_optimizer_step_post_hook``) mark the optimizer's
-state tensors, and module registration hooks mark parameters and buffers assigned to
-an ``nn.Module``. Both only act on the thread that has a scope open.
+state tensors, module registration hooks mark parameters and buffers assigned to
+an ``nn.Module``, and ``Tensor.register_hook`` / ``register_post_accumulate_grad_hook``
+are wrapped so that the scope knows the hook functions registered inside it. All only
+act on the thread that has a scope open.
 
 Cost (``benchmarks/scope.py``, table 0): per aten op, one Python call (what a no-op
 mode costs) plus a storage lookup per output; a new storage adds two weak references,
@@ -320,6 +322,40 @@ def _on_module_tensor(module: Any, name: str, value: Any) -> None:
     return None
 
 
+class _HookSpy:
+    """Wraps a ``Tensor`` hook-registration method while scopes are open: the hook
+    functions registered inside a scope are remembered (until its exit), because the
+    tensors their closures capture are read by a backward pass that may run later."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.original = getattr(torch.Tensor, name)
+        original = self.original
+
+        def register(tensor: Any, hook: Any, *args: Any, **kwargs: Any) -> Any:
+            st = getattr(_tls, "state", None)
+            if st is not None and st.stack:
+                owner = owner_of(st.stack)
+                if owner is not None:
+                    owner._hook_fns.append(hook)
+            return original(tensor, hook, *args, **kwargs)
+
+        register.__wrapped__ = original  # type: ignore[attr-defined]
+        register.__doc__ = original.__doc__
+        register.__name__ = name
+        self.wrapper = register
+
+    def install(self) -> None:
+        setattr(torch.Tensor, self.name, self.wrapper)
+
+    def remove(self) -> None:
+        if torch.Tensor.__dict__.get(self.name) is self.wrapper:
+            setattr(torch.Tensor, self.name, self.original)
+
+
+_HOOK_METHODS = ("register_hook", "register_post_accumulate_grad_hook")
+
+
 def install_hooks() -> None:
     """Install the global optimizer/module hooks (reference counted)."""
     global _hooks_users
@@ -333,6 +369,11 @@ def install_hooks() -> None:
         _handles.append(_optimizer.register_optimizer_step_post_hook(_on_optimizer_step))
         _handles.append(_module.register_module_buffer_registration_hook(_on_module_tensor))
         _handles.append(_module.register_module_parameter_registration_hook(_on_module_tensor))
+        for name in _HOOK_METHODS:
+            if name in torch.Tensor.__dict__:
+                spy = _HookSpy(name)
+                spy.install()
+                _handles.append(spy)
 
 
 def uninstall_hooks() -> None:

@@ -7,11 +7,12 @@ an optimizer (the tensors of its ``state``). Anything else is skipped.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterator
 
 import torch
 
-__all__ = ["iter_tensors", "is_supported"]
+__all__ = ["iter_tensors", "is_supported", "captured_tensors"]
 
 
 def is_supported(obj: Any) -> bool:
@@ -66,3 +67,37 @@ def named_tensors(value: Any, name: str, *, max_depth: int = 6,
     elif _depth < max_depth and isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             yield from named_tensors(v, f"{name}[{i}]", max_depth=max_depth, _depth=_depth + 1)
+
+
+def captured_tensors(fn: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
+    """Tensors a callable can reach without running: closure cells, default arguments,
+    ``functools.partial`` arguments, and the attributes of a bound method's object
+    (one level, containers included)."""
+    if _depth > 3 or fn is None:
+        return
+    if isinstance(fn, torch.Tensor):
+        yield fn
+        return
+    if isinstance(fn, functools.partial):
+        yield from captured_tensors(fn.func, _depth + 1)
+        for v in (*fn.args, *fn.keywords.values()):
+            yield from iter_tensors(v)
+        return
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, type):
+        for v in getattr(owner, "__dict__", {}).values():
+            yield from iter_tensors(v) if is_supported(v) else ()
+        fn = getattr(fn, "__func__", fn)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(v) and not isinstance(v, (torch.Tensor, torch.nn.Module)):
+            yield from captured_tensors(v, _depth + 1)
+        elif is_supported(v):
+            yield from iter_tensors(v)
+    for v in (*(getattr(fn, "__defaults__", None) or ()),
+              *(getattr(fn, "__kwdefaults__", None) or {}).values()):
+        if is_supported(v):
+            yield from iter_tensors(v)

@@ -74,6 +74,7 @@ from torchmem.scope._free import (
     user_frame,
 )
 from torchmem.scope._graphs import DyingSaves, LiveGraphs, can_account
+from torchmem.scope._objects import captured_tensors
 from torchmem.scope._objects import iter_tensors
 
 __all__ = ["Scope", "ScopeReport", "scope", "scoped"]
@@ -104,6 +105,7 @@ class Scope:
         self._kept: dict[int, weakref.ref] = {}
         self._kept_keys: set[int] = set()
         self._touched: dict[int, weakref.ref] = {}
+        self._hook_fns: list[Any] = []  # autograd hooks registered inside (until the exit)
         # the generator/coroutine frame that entered the scope (None for plain frames)
         self._suspendable: Any = None
         self._created = 0
@@ -268,6 +270,13 @@ class Scope:
             else:
                 candidates.append(e)
 
+        if self._hook_fns and candidates:  # what a backward hook will read
+            captured = {storage_key(t) for fn in self._hook_fns for t in captured_tensors(fn)}
+            spared = [e for e in candidates if e.key in captured]
+            for e in spared:
+                protect(e, "hook_closure", e.nbytes)
+                hand_on.append(e)
+            candidates = [e for e in candidates if e.key not in captured]
         candidates = self._spare_saved(candidates, live, protect, hand_on)
         free: list[tuple[_engine.Entry, list[torch.Tensor]]] = []
         if candidates:
@@ -314,7 +323,9 @@ class Scope:
         self._hand_on(hand_on, drop)
         if self._parent is not None:
             self._parent._touched.update(self._touched)
+            self._parent._hook_fns.extend(self._hook_fns)
         self._touched.clear()
+        self._hook_fns.clear()
         return ScopeReport(
             location=self.location or "<unknown>",
             created=self._created,
