@@ -98,3 +98,67 @@ def test_storage_helpers():
     assert storage_nbytes(x[0, :1]) == 400
     assert storage_key(torch.zeros(2, 2).to_sparse()) is None
     assert storage_key(torch.empty(3, device="meta")) is None
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2
+
+
+def test_freed_custom_function_nodes_never_raise():
+    # hasattr(node, "saved_tensors") raises RuntimeError on a freed custom Function node
+    x = torch.randn(16, requires_grad=True)
+    y = _Scale.apply(x.exp())
+    y.sum().backward()
+    from torchmem.collect.graph import read_saved, saved_tensors
+
+    assert saved_tensors(y.grad_fn) == []
+    assert read_saved(y.grad_fn).freed
+    result = walk([y])
+    assert result.saved == {} and result.node_types["_ScaleBackward"] == 1
+
+
+def test_checkpointed_graph_is_walked_without_recomputing():
+    from torch.utils.checkpoint import checkpoint
+
+    from torchmem.collect.graph import iter_nodes, read_saved
+
+    calls = []
+    layer = torch.nn.Linear(8, 8)
+
+    def block(t):
+        calls.append(1)
+        return torch.relu(layer(t))
+
+    out = checkpoint(block, torch.randn(4, 8, requires_grad=True), use_reentrant=False)
+    assert len(calls) == 1
+    hooked = sum(read_saved(n).hooked for n in iter_nodes([out.grad_fn]))
+    result = walk([out])
+    assert hooked >= 2 and result.nodes > 0
+    assert len(calls) == 1  # reading the graph never called checkpoint's unpack hook
+    out.sum().backward()  # the real backward still recomputes once and works
+    assert len(calls) == 2
+
+
+def test_hook_packed_tensors_are_counted_without_unpacking():
+    unpacked = []
+
+    def pack(t):
+        return ("copy", t.clone())
+
+    def unpack(packed):
+        unpacked.append(1)
+        return packed[1]
+
+    x = torch.randn(100, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = x.exp()  # saves its result: packed as a 400-byte copy
+    assert sum(walk([y]).saved.values()) == 400
+    assert unpacked == []
