@@ -183,9 +183,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "torchmem lint") -> int:
         else:
             result = lint_paths(paths, config=config, jobs=args.jobs, fix=args.fix,
                                 unsafe_fixes=args.unsafe_fixes, diff=args.diff)
-    except BaseException:
+    except BaseException as exc:
         if handle is not None:
             handle.close()
+        from torchmem.lint.workers import Terminated
+
+        if isinstance(exc, Terminated):  # SIGTERM: the workers are already stopped
+            sys.stderr.write(f"{prog}: terminated\n")
+            return exc.exit_code
         raise
 
     if not stdin and result.files == 0 and not result.errors:

@@ -206,10 +206,12 @@ def _lint_file(job: tuple[str, _Options, tuple[str, ...]]) -> FileReport:
         return FileReport(path, errors=[io_error(path, exc.strerror or str(exc))])
     report, source = lint_bytes(data, path, opts, extra_ignore)
     if opts.fix and opts.write and report.fixed_text is not None and source is not None:
+        from torchmem.lint.workers import signals_deferred
         from torchmem.lint.writeback import write_back
 
         try:
-            write_back(path, report.fixed_text.encode(source.encoding))
+            with signals_deferred():  # a kill lands before or after the write, not inside
+                write_back(path, report.fixed_text.encode(source.encoding))
         except (OSError, UnicodeEncodeError, LookupError) as exc:
             why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
             # nothing was fixed: report what the file still contains
@@ -239,13 +241,12 @@ def _run(jobs_list: list[tuple[str, _Options, tuple[str, ...]]], jobs: int) -> l
             pass
     if total < PARALLEL_MIN_BYTES:
         return [_lint_file(j) for j in jobs_list]
-    from concurrent.futures import ProcessPoolExecutor  # only when it pays off
+    from torchmem.lint.workers import map_in_workers  # only when it pays off
 
     workers = min(jobs, len(jobs_list))
     chunk = max(1, len(jobs_list) // (workers * 8))
     try:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(_lint_file, jobs_list, chunksize=chunk))
+        return map_in_workers(_lint_file, jobs_list, workers=workers, chunksize=chunk)
     except (OSError, RuntimeError, ImportError):  # no process support (sandbox, wasm...)
         return [_lint_file(j) for j in jobs_list]
 
