@@ -10,7 +10,9 @@ Prints one table per step (the MLP training step and the LSTM-cell step of
 * with two ``read("cpu", exact=True)`` censuses around it (what an exact tracker cost
   before it kept a ledger of live storages);
 
-and each one's ratio to the bare step. Every variant wraps each step on its own, the
+and each one's ratio to the bare step. A last table gives the cost of what an exact
+tracker does on entry: the full scan of live tensors (the first time) and the scan of
+young gc generations (after that), in milliseconds. Every variant wraps each step on its own, the
 variants run interleaved (A/B/C/D/E, A/B/C/D/E...) in one process, so a machine shared
 with other work slows them alike, and each figure is the median of ``--rounds`` rounds
 of ``--steps`` steps. Usage::
@@ -89,6 +91,34 @@ def table(name: str, step: Callable[[], None], rounds: int, steps: int) -> None:
         print(f"| {variant} | {med * 1e3:.2f} | {med / base:.2f}x |")
 
 
+def sync_table(rounds: int) -> None:
+    from torchmem.collect import _ledger
+    from torchmem.collect._engine import engine
+
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(20)])
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(8, 256)).sum().backward()
+    opt.step()
+    costs: dict[str, list[float]] = {"full": [], "young": []}
+    known = 0
+    for _ in range(rounds):
+        engine.forget("cpu")
+        for _ in range(2):  # the first call scans everything, the second the young objects
+            start = time.perf_counter()
+            how = _ledger.sync(engine, "cpu")
+            costs[how].append(time.perf_counter() - start)
+            _ledger.ended(engine, "cpu")  # what the end of an exact region does
+        known = engine.tracked
+    engine.forget("cpu")
+    print(f"\nEntry scan of an exact tracker ({known} live storages, 20 Linear(256, 256) "
+          f"+ Adam alive): median of {rounds}\n")
+    print("| scan | ms |")
+    print("| --- | ---: |")
+    for how, values in costs.items():
+        if values:
+            print(f"| {how} | {statistics.median(values) * 1e3:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per variant")
@@ -107,6 +137,7 @@ def main() -> None:
           args.rounds, args.steps)
     table("LSTM-cell step (32 units, 30 time steps, batch 4, SGD)", lstm_cell_loop(steps=1),
           args.rounds, args.steps)
+    sync_table(args.rounds)
 
 
 if __name__ == "__main__":
