@@ -128,7 +128,8 @@ def field_paths(tree: Any) -> list[Path_]:
 
 def dict_paths(tree: Any) -> list[Path_]:
     """Paths of every non-empty object (the root included): their first key gets renamed."""
-    return [p for p in [(), *field_paths(tree)] if isinstance(_get(tree, p), dict) and _get(tree, p)]
+    return [p for p in [(), *field_paths(tree)]
+            if isinstance(_get(tree, p), dict) and _get(tree, p)]
 
 
 def _get(tree: Any, path: Path_) -> Any:

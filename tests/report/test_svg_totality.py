@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import xml.etree.ElementTree as ET
@@ -19,6 +20,8 @@ RANGES = [
     (-1e308, 1e308), (0.0, 1.7e308), (5.0, 5.0), (10.0, 0.0), (0.0, 1e-300),
     (9e18, 9e18 + 10), (1e20, 1e20 + 1000), (2.0**63 - 5, 2.0**63), (-(2.0**63), 2.0**63),
     (0.0, 1.0), (1e-9, 2e-9),
+    # a step below half the float spacing: a float accumulator never advances
+    (1e20, 1e20 + 16384), (9e18, 9e18 + 4096),
 ]
 
 
@@ -57,12 +60,13 @@ def test_line_chart_is_total(xs, ys):
     assert "nan" not in svg.lower() and "inf" not in svg.lower()
 
 
-def test_page_renders_with_extreme_but_valid_numbers(make_capture):
+@pytest.mark.parametrize("first, last", [(2**63 - 2, 2**63 - 1), (9 * 10**18, 9 * 10**18 + 4096)])
+def test_page_renders_with_extreme_but_valid_numbers(make_capture, first, last):
     big = 2**63 - 1
-    steps = (StepRecord(step=big - 1, time=0.0, used={"cpu": 0}),
-             StepRecord(step=big, time=1e18, used={"cpu": big}, reserved={"cpu": big}))
+    steps = (StepRecord(step=first, time=0.0, used={"cpu": 0}),
+             StepRecord(step=last, time=1e18, used={"cpu": big}, reserved={"cpu": big}))
     cap = make_capture(steps=2, timeline={"t": [0.0, 1e18], "cpu": [0.0, float(big)]})
-    cap = cap.__class__(**{**cap.__dict__, "steps": steps})
+    cap = dataclasses.replace(cap, steps=steps)
     started = time.perf_counter()
     page = render_html(cap)
     assert time.perf_counter() - started < 2.0
