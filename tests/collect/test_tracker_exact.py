@@ -174,9 +174,18 @@ def test_a_full_collection_between_regions_falls_back_to_a_full_scan() -> None:
 
 @pytest.mark.skipif(not _ledger.young_scans(), reason="needs CPython's generational gc")
 def test_back_to_back_exact_trackers_scan_only_young_objects() -> None:
-    with torchmem.track("cpu", exact=True):
-        pass
-    assert _ledger.sync(engine, "cpu") == "young"
+    gc.disable()  # no collection may run in between (it would rightly force a full scan)
+    try:
+        with torchmem.track("cpu", exact=True):
+            pass
+        x = _u8(MiB)
+        assert _ledger.sync(engine, "cpu") == "young"
+        _ledger.ended(engine, "cpu")
+        with torchmem.track("cpu", exact=True) as t:
+            del x
+    finally:
+        gc.enable()
+    assert t.delta == -MiB
 
 
 def test_resize_outside_a_region_is_caught_before_the_free() -> None:

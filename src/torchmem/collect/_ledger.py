@@ -32,8 +32,9 @@ Known limitations (on top of the census's, :mod:`torchmem.collect.live`):
     * A tensor that existed before the previous region and got a *new* storage between
       regions without being a leaf (``t.data = other``, ``t.set_(...)``) is not seen
       until the next full scan.
-    * Storages created by threads without a tracker *inside* a region are missed until
-      the next full scan, like the engine misses them.
+    * Storages the engine does not see being created inside a region (other threads'
+      ops, ``torch.load``, ``torch.from_numpy``...) are found by the next scan only
+      while their Python objects are still young; otherwise at the next full scan.
 """
 
 from __future__ import annotations
