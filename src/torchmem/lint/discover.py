@@ -1,7 +1,9 @@
 """Which files ``torchmem lint PATH...`` checks.
 
-A named file is always linted (whatever its extension). A named directory is walked for
-``*.py`` files, skipping version-control and cache directories, virtual environments (a
+A named file is always linted (whatever its extension; ``*.ipynb`` is read as a Jupyter
+notebook). A named directory is walked for ``*.py`` files and Jupyter notebooks
+(``*.ipynb``, as ruff does since 0.6; leave them out with ``exclude = ["*.ipynb"]``),
+skipping version-control and cache directories, virtual environments (a
 directory holding ``pyvenv.cfg``), ``build``/``dist``, ``site-packages``, the configured
 ``exclude`` globs, and whatever ``.gitignore`` ignores. Ignored directories are pruned
 while walking with a small gitignore matcher; inside a git work tree the survivors are
@@ -30,7 +32,10 @@ from pathlib import Path
 from torchmem.lint.config import LintConfig
 from torchmem.lint.violation import Violation
 
-__all__ = ["SKIP_DIRS", "GitignoreRules", "discover", "io_error"]
+__all__ = ["LINTED_SUFFIXES", "SKIP_DIRS", "GitignoreRules", "discover", "io_error"]
+
+#: file name endings collected from directories
+LINTED_SUFFIXES = (".py", ".ipynb")
 
 #: directory names never entered during a walk
 SKIP_DIRS = frozenset({
@@ -190,7 +195,7 @@ def _walk(top: str, config: LintConfig, stack: list[GitignoreRules], out: list[s
                     or (use_git and _ignored(stack, path, True))):
                 continue
             _walk(path, config, stack, out)
-        elif is_file and entry.name.endswith(".py"):
+        elif is_file and entry.name.endswith(LINTED_SUFFIXES):
             if config.is_excluded(path) or (use_git and _ignored(stack, path, False)):
                 continue
             out.append(path)

@@ -15,8 +15,10 @@ Example:
     >>> [(v.path, v.line, v.code) for v in result.violations]  # doctest: +SKIP
     [('train.py', 12, 'TMM101')]
 
+Jupyter notebooks (``*.ipynb``) are linted cell by cell, see :mod:`torchmem.lint.notebook`.
+
 Known limitations:
-    Only ``*.py`` files are collected from directories (no notebooks, no stubs).
+    Only ``*.py`` and ``*.ipynb`` files are collected from directories (no stubs).
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ def decode_source(data: bytes, path: str) -> SourceFile | Violation:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
+        try:  # no usable cookie: tokenize reports bad UTF-8 in the first lines this way
+            data.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            line = data.count(b"\n", 0, bad.start) + 1
+            return io_error(path, f"not valid utf-8 at byte {bad.start} (line {line}); "
+                                  "expected UTF-8 text or a PEP 263 coding cookie naming "
+                                  "the file's encoding")
         return io_error(path, f"cannot decode: {exc.msg}; expected UTF-8 or a valid "
                               "PEP 263 coding cookie")
     try:
@@ -188,7 +197,14 @@ def _lint_text(text: str, path: str, opts: _Options,
 
 def lint_bytes(data: bytes, path: str, opts: _Options,
                extra_ignore: tuple[str, ...] = ()) -> tuple[FileReport, SourceFile | None]:
-    """Decode and lint one file's bytes (no writing). Internal; used by stdin mode too."""
+    """Decode and lint one file's bytes (no writing). Internal; used by stdin mode too.
+
+    A ``*.ipynb`` path is read as a Jupyter notebook (:mod:`torchmem.lint.notebook`).
+    """
+    if path.lower().endswith(".ipynb"):
+        from torchmem.lint.notebook import lint_notebook
+
+        return lint_notebook(data, path, opts, extra_ignore)
     source = decode_source(data, path)
     if isinstance(source, Violation):
         return FileReport(path, errors=[source]), None

@@ -44,7 +44,8 @@ def _paint(text: str, style: str, color: bool) -> str:
 
 def format_violation(v: Violation, *, color: bool = False, show_fix: bool = False) -> str:
     """One line: ``path:line:col: CODE message`` (plus ``[*]`` when a fix exists)."""
-    where = _paint(v.path, _BOLD, color) + f":{v.line}:{v.col + 1}:"
+    cell = f":cell_{v.cell}" if v.cell else ""
+    where = _paint(v.path, _BOLD, color) + f"{cell}:{v.line}:{v.col + 1}:"
     code = _paint(v.code, _RED + _BOLD, color)
     mark = ""
     if v.fix is not None:
@@ -181,7 +182,10 @@ def format_sarif(result: LintResult, *, version: str | None = None) -> str:
                 "artifactLocation": {"uri": _uri(v.path), "uriBaseId": "%SRCROOT%"},
                 "region": region}}],
         }
-        if v.fix is not None:
+        if v.cell:  # notebook: positions are relative to the cell, not the JSON file
+            res["message"]["text"] = f"cell_{v.cell}: {v.message}"
+            res["properties"] = {"cell": v.cell}
+        if v.fix is not None and not v.cell:
             res["fixes"] = [{
                 "description": {"text": v.fix.title},
                 "artifactChanges": [{

@@ -74,6 +74,8 @@ class Violation(Record):
         name: the rule's kebab-case name, e.g. ``"graph-accumulation"``.
         message: factual description of what was found at this place.
         fix: an optional fix; see :class:`Fix`.
+        cell: for a Jupyter notebook, the 1-based cell (counting every cell) that
+            ``line``/``col`` and the fix's edits are relative to; ``None`` for a ``.py``.
     """
 
     path: str
@@ -85,10 +87,11 @@ class Violation(Record):
     name: str
     message: str
     fix: Fix | None = None
+    cell: int | None = None
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        """Key that orders violations by file, position, then code."""
-        return (self.path, self.line, self.col, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        """Key that orders violations by file, (notebook cell,) position, then code."""
+        return (self.path, self.cell or 0, self.line, self.col, self.code)
 
 
 class LintSyntaxError(InputError):
