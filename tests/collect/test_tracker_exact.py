@@ -252,3 +252,17 @@ def test_a_failing_scan_warns_and_the_region_still_runs(monkeypatch: pytest.Monk
             x = _u8(MiB)
     assert t.delta == MiB and t.baseline.tensor_bytes is None
     del x
+
+
+def test_baseline_matches_the_census_with_sparse_and_frozen_parameters() -> None:
+    sparse = torch.sparse_coo_tensor(
+        torch.tensor([[0, 5]]), torch.ones(2), (10,), check_invariants=True
+    )
+    frozen = torch.nn.Linear(64, 64)
+    frozen(torch.randn(2, 64)).sum().backward()
+    frozen.requires_grad_(False)  # the stale .grad stays alive
+    before = _census()
+    with torchmem.track("cpu", exact=True) as t:
+        pass
+    assert t.baseline.tensor_bytes == before
+    del sparse, frozen

@@ -161,11 +161,19 @@ def _add(engine: Engine, dev: str, t: torch.Tensor) -> bool:
 def _register(
     engine: Engine, dev: str, tensors: list[torch.Tensor], leaves: list[weakref.ref[torch.Tensor]]
 ) -> None:
+    from torchmem.collect.live import _sparse_parts
+
     roots: dict[int, Any] = {}
     for t in tensors:
-        _add(engine, dev, t)
         try:
+            if t.layout != torch.strided:  # sparse: its component tensors hold storages
+                for part in _sparse_parts(t):
+                    _add(engine, dev, part)
+            else:
+                _add(engine, dev, t)
             if not t.requires_grad:
+                if isinstance(t, torch.nn.Parameter) and t.grad is not None:
+                    _add(engine, dev, t.grad)  # frozen after training, stale .grad kept
                 continue
             fn = t.grad_fn
         except Exception:  # noqa: BLE001
@@ -195,7 +203,7 @@ def _register(
         alive.append(ref)
         _add(engine, dev, leaf)  # a leaf's storage swapped through .data
         try:
-            grad = leaf.grad
+            grad = leaf.grad if leaf.is_leaf else None  # non-leaf .grad warns
         except Exception:  # noqa: BLE001
             continue
         if grad is not None:
