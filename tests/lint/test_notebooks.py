@@ -163,3 +163,14 @@ def test_python_files_that_cannot_be_read_or_parsed_say_so(tmp_path):
     assert proc.returncode == 1 and "All checks passed" not in proc.stdout
     assert "latin.py:1:1: E902 not valid utf-8 at byte 8 (line 1)" in proc.stdout
     assert "broken.py:1:7: E999 not valid Python" in proc.stdout
+
+
+def test_crlf_cells_keep_their_line_endings_and_untouched_cells_stay_identical(tmp_path):
+    nb = notebook(tmp_path / "nb.ipynb", cell("import torch\r\nx = torch.ones(2)\r\n"),
+                  cell("y = x.data\r\nz = 1\x0c + 1\r\n"), cell("%%writefile f.txt\nhi (\n"))
+    before = json.loads(nb.read_text(encoding="utf-8"))
+    result = lint(nb, fix=True, unsafe_fixes=True)
+    assert result.fixed == 1 and not result.errors
+    after = json.loads(nb.read_text(encoding="utf-8"))
+    assert after["cells"][0] == before["cells"][0] and after["cells"][2] == before["cells"][2]
+    assert after["cells"][1]["source"] == "y = x.detach()\r\nz = 1\x0c + 1\r\n"

@@ -46,6 +46,7 @@ PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
 #: ``%time f()``: a line magic followed by one Python statement (linted, prefix kept)
 _PY_LINE_MAGIC = re.compile(r"([ \t]*)(%(?:time|timeit|prun)[ \t]+)(?![-\s])(.*\S)[ \t]*$")
 
+_EOL = re.compile(r"(\r\n|\r|\n)")
 _LINE_MAGIC = re.compile(r"[ \t]*(?:[%!]|[\w.,\[\] \t]+=[ \t]*[%!]|\?{1,2}[\w.]+[ \t]*$"
                          r"|[\w.]+\?{1,2}[ \t]*$)")
 
@@ -143,9 +144,11 @@ class Notebook:
         """Fill :attr:`source` and :attr:`origin`."""
         parts: list[str] = []
         for cell in self.cells:
-            lines = cell.text.splitlines()
-            if not lines:
-                lines = [""]
+            pieces = _EOL.split(cell.text)  # what the tokenizer calls a line, not splitlines()
+            lines, ends = pieces[0::2], [*pieces[1::2], ""]
+            if len(lines) > 1 and lines[-1] == "":
+                lines, ends = lines[:-1], ends[:-1]
+            ends[-1] = ends[-1] or "\n"  # put back off again when writing
             first = lines[0].lstrip()
             if first.startswith("%%"):
                 name = first[2:].split(None, 1)[0] if first[2:].strip() else ""
@@ -166,12 +169,12 @@ class Notebook:
                                 f"{len(cell.prefixes) - 1}")
                 else:
                     lines[i] = self._placeholder(cell, line)
-            parts.append(self.marker(cell))
+            parts.append(self.marker(cell) + "\n")
             self.origin.append(None)
             for i, line in enumerate(lines):
-                parts.append(line)
+                parts.append(line + ends[i])
                 self.origin.append((cell.index + 1, i + 1))
-        self.source = "\n".join(parts) + "\n" if parts else ""
+        self.source = "".join(parts)
 
     def locate(self, line: int) -> tuple[int, int]:
         """``(cell, line in cell)`` of a line of :attr:`source`."""
@@ -225,14 +228,14 @@ class Notebook:
             return None
         head = fixed[:found[0].start()] if found else ""
         placeholder = re.compile(rf"^([ \t]*)pass  # {re.escape(self.token)} magic (\d+)"
-                                 r"[ \t]*$", re.M)
+                                 r"[ \t]*(?=\r?$)", re.M)
         prefixed = re.compile(rf"^([ \t]*)(.*?)  # {re.escape(self.token)} prefix (\d+)"
-                              r"[ \t]*$", re.M)
+                              r"[ \t]*(?=\r?$)", re.M)
         changes = []
         for k, (m, cell) in enumerate(zip(found, linted)):
             end = found[k + 1].start() if k + 1 < len(found) else len(fixed)
             body = fixed[m.end():end]
-            body = body[1:] if body.startswith("\n") else body
+            body = body[1:] if body.startswith("\n") else body  # the marker's own newline
             if k == 0:
                 body = head + body
             if (len(placeholder.findall(body)) != len(cell.magics)
