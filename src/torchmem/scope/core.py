@@ -10,35 +10,51 @@ Ownership rules -- what a scope never frees:
     1. Anything that existed before the scope, and views of it (their storage is not
        new), including tensors modified in place (BatchNorm running statistics...).
     2. What you keep: ``s.keep(obj)`` (tensors, containers, modules), the return value
-       of an ``@torchmem.scoped`` function, and every storage the autograd graph of a
-       kept tensor saved for backward, so ``s.keep(loss)`` then ``loss.backward()``
-       after the scope gives the same gradients as without a scope.
-    3. Gradients and everything else a backward pass creates.
-    4. Optimizer state created by ``optimizer.step()`` inside the scope.
-    5. Parameters and buffers registered on an ``nn.Module`` inside the scope (a model
-       built inside), and any leaf tensor with ``requires_grad=True``.
-    6. Storages that something torchmem cannot see still holds (a tensor made by
-       ``param.data = new``, an ``nn.Parameter`` wrapping a new tensor, C++ state):
-       a storage is freed only when every reference to it is a tensor object the scope
-       saw, or a copy in the saved tensors of an autograd graph built inside the scope.
-       Where ownership is ambiguous, the scope does not free.
+       of an ``@torchmem.scoped`` function.
+    3. Whatever an autograd graph that outlives the scope saved for backward: the
+       graph of a kept tensor, of a tensor created before the scope and updated in
+       place inside it (``total += loss``, ``buf[i].add_(h)``), or of any tensor the
+       scope does not free. So ``s.keep(loss); loss.backward()`` after the scope, and
+       micro-batch losses accumulated into an outside tensor, give the same gradients
+       as without a scope (bit for bit; tested on random programs).
+    4. What a backward hook registered inside the scope can read (tensors its closure,
+       default arguments or ``functools.partial`` arguments hold).
+    5. Gradients and everything else a backward pass creates; optimizer state created
+       by ``optimizer.step()``; parameters and buffers registered on an ``nn.Module``
+       inside the scope, and any leaf tensor with ``requires_grad=True``; tensors
+       created while saved-tensor hooks are active (``torch.utils.checkpoint``,
+       ``save_on_cpu``).
+    6. Storages that something torchmem cannot account for still uses: a storage is
+       freed only when every reference to it is explained -- tensor objects the scope
+       saw, views of them, and the saved variables of autograd graphs that die with
+       the freed tensors. Anything else (a ``.data`` alias, a C++ container, the saved
+       inputs of ``torch.utils.checkpoint``) protects it. Where ownership is
+       ambiguous, the scope does not free.
 
 Everything else created inside is freed at the exit: temporaries, tensors stored in a
 list or an attribute that outlives the scope (keep them), tensors trapped in closures
 and reference cycles. Kept tensors of a nested scope move to the enclosing scope (like
 TorchSharp's ``MoveToOuter``), which frees them at its own exit unless it keeps them.
+A scope entered in a generator owns the ops the generator runs, not those of its
+consumer while it is suspended at a ``yield``.
 
 A tensor object over a freed storage becomes a released tensor: every torch
-operation on it (methods, ``torch.*`` functions, operators, indexing, ``.shape``)
-raises :class:`~torchmem.errors.ReleasedTensorError` naming the scope's ``file:line``;
-``repr()`` prints a placeholder.
+operation on it (methods, ``torch.*`` functions, operators, indexing) raises
+:class:`~torchmem.errors.ReleasedTensorError` naming the scope's ``file:line``;
+questions that read no data (``.shape``, ``.dtype``, ``.device``, ``.numel()``,
+``.untyped_storage()``) answer truthfully, so gc-walking tools keep working, and
+``repr()`` prints a placeholder. Before freeing, the scope bumps the storage's
+version counter: a backward pass that would still read it (through a holder no rule
+above could see) raises torch's "modified by an inplace operation" error instead of
+reading freed memory.
 
 Cost (``python benchmarks/scope.py --rounds 7 --steps 5``, CPU, torch 2.13, on a
 2-core machine under heavy shared load): a scope adds about 10-35 us per aten op on
 top of what a no-op ``TorchDispatchMode`` costs; around a whole training step, 1.94x
 the bare step on an MLP (no-op mode 1.77x) and 3.58x on an LSTM-cell step of 1167 ops
-(no-op mode 2.28x). The exit walks the autograd graph of kept tensors and of surviving
-unkept ones (a few us per node). See docs/scopes.md.
+(no-op mode 2.28x). The exit walks the autograd graphs that outlive the scope and
+those of the freed tensors (a few us per node) and reads two reference counts per
+freed storage. See docs/scopes.md.
 
 Known limitations:
     * Tensors built outside the dispatcher are invisible: ``torch.from_numpy``,
@@ -60,21 +76,11 @@ import threading
 import weakref
 from typing import Any, Callable, Literal, TypeVar, overload
 
-import torch
-
 from torchmem.collect.graph import storage_key
 from torchmem.errors import UsageError
 from torchmem.model.scope import ScopeReport
-from torchmem.scope import _engine
-from torchmem.scope._free import (
-    caller_location,
-    free_storage,
-    invalidate,
-    mark_released,
-    user_frame,
-)
-from torchmem.scope._graphs import DyingSaves, LiveGraphs, can_account
-from torchmem.scope._objects import captured_tensors
+from torchmem.scope import _engine, _exit
+from torchmem.scope._free import caller_location, user_frame
 from torchmem.scope._objects import iter_tensors
 
 __all__ = ["Scope", "ScopeReport", "scope", "scoped"]
@@ -213,173 +219,7 @@ class Scope:
 
     # -- the exit ----------------------------------------------------------------------
     def _close(self, error: str | None) -> ScopeReport:
-        st = self._state
-        assert st is not None
-        by = f"torchmem.scope{f' {self.name!r}' if self.name else ''} entered at {self.location}"
-        kept_objs = [t for t in (r() for r in self._kept.values()) if t is not None]
-        kept_keys = set(self._kept_keys)
-        for t in kept_objs:
-            k = storage_key(t)
-            if k is not None:
-                kept_keys.add(k)
-        outer_keys: set[int] = set()
-        parent = self._parent
-        while parent is not None:
-            outer_keys |= parent._kept_keys
-            parent = parent._parent
-
-        protected: dict[str, int] = {}
-        protected_bytes = 0
-        kept = kept_bytes = 0
-        hand_on: list[_engine.Entry] = []
-        drop: list[_engine.Entry] = []
-        candidates: list[_engine.Entry] = []
-        # graphs that outlive the scope: of kept tensors, of pre-existing tensors
-        # mutated inside, and of every tensor the scope does not free
-        live = LiveGraphs()
-        live.add(kept_objs)
-        live.add(t for t in (r() for r in self._touched.values()) if t is not None)
-        del kept_objs
-
-        def protect(e: _engine.Entry, reason: str, n: int) -> None:
-            nonlocal protected_bytes
-            protected[reason] = protected.get(reason, 0) + 1
-            protected_bytes += n
-            live.add(e.alive_tensors())
-
-        for e in list(self._entries.values()):
-            stg = e()
-            if stg is None:
-                continue
-            k, n = e.key, e.nbytes
-            if k in kept_keys:
-                kept += 1
-                kept_bytes += n
-                hand_on.append(e)
-                live.add(e.alive_tensors())
-            elif e.reason is not None:
-                protect(e, e.reason, n)
-                drop.append(e)
-            elif k in outer_keys:
-                protect(e, "outer_keep", n)
-                hand_on.append(e)
-            elif any(isinstance(t, torch.nn.Parameter) or (t.requires_grad and t.is_leaf)
-                     for t in e.alive_tensors()):
-                protect(e, "leaf_requires_grad", n)
-                drop.append(e)
-            else:
-                candidates.append(e)
-
-        if self._hook_fns and candidates:  # what a backward hook will read
-            captured = {storage_key(t) for fn in self._hook_fns for t in captured_tensors(fn)}
-            spared = [e for e in candidates if e.key in captured]
-            for e in spared:
-                protect(e, "hook_closure", e.nbytes)
-                hand_on.append(e)
-            candidates = [e for e in candidates if e.key not in captured]
-        candidates = self._spare_saved(candidates, live, protect, hand_on)
-        free: list[tuple[_engine.Entry, list[torch.Tensor]]] = []
-        if candidates:
-            dying = DyingSaves((t for e in candidates for t in e.alive_tensors()),
-                               {e.key for e in candidates}, live)
-            for e in candidates:
-                stg = e()
-                if stg is None:
-                    continue
-                impls = can_account(stg, e.key, e.alive_tensors(), dying)
-                if impls is None:
-                    protect(e, "unseen_holder", e.nbytes)
-                    drop.append(e)
-                else:
-                    free.append((e, impls))
-            dying.clear()
-            del dying
-            if len(free) < len(candidates):  # graphs of what was spared stay alive
-                spared = {id(e) for e in
-                          self._spare_saved([e for e, _ in free], live, protect, hand_on)}
-                free = [(e, impls) for e, impls in free if id(e) in spared]
-
-        released = released_bytes = released_tensors = 0
-        for e, impls in free:
-            stg = e()
-            if stg is None:
-                continue
-            objs = e.alive_tensors()
-            n = int(stg.nbytes())
-            invalidate(impls)
-            freed = free_storage(stg)
-            if n and not freed:
-                protect(e, "not_resizable", n)
-                drop.append(e)
-                continue
-            released += 1
-            released_bytes += freed
-            released_tensors += mark_released(objs, by)
-            seen = {id(t) for t in objs}  # bases and saved copies over the freed storage
-            mark_released([t for t in impls if id(t) not in seen], by)
-            drop.append(e)
-            del objs, impls
-        del free
-        self._hand_on(hand_on, drop)
-        if self._parent is not None:
-            self._parent._touched.update(self._touched)
-            self._parent._hook_fns.extend(self._hook_fns)
-        self._touched.clear()
-        self._hook_fns.clear()
-        return ScopeReport(
-            location=self.location or "<unknown>",
-            created=self._created,
-            created_bytes=self._created_bytes,
-            freed_inside=self._freed_inside,
-            kept=kept,
-            kept_bytes=kept_bytes,
-            released=released,
-            released_bytes=released_bytes,
-            released_tensors=released_tensors,
-            protected=protected,
-            protected_bytes=protected_bytes,
-            peak_bytes=self._peak,
-            error=error,
-        )
-
-    @staticmethod
-    def _spare_saved(candidates: list[_engine.Entry], live: LiveGraphs,
-                     protect: Callable[[_engine.Entry, str, int], None],
-                     hand_on: list[_engine.Entry]) -> list[_engine.Entry]:
-        """Protect the candidates a live graph saved for backward, until none is left;
-        return the others."""
-        while True:
-            saved = [e for e in candidates if e.key in live.saved_keys]
-            if not saved:
-                return candidates
-            ids = {id(e) for e in saved}
-            candidates = [e for e in candidates if id(e) not in ids]
-            for e in saved:
-                protect(e, "saved_for_backward", e.nbytes)  # adds its graph to `live`
-                hand_on.append(e)
-
-    def _hand_on(self, hand_on: list[_engine.Entry], drop: list[_engine.Entry]) -> None:
-        """Move kept entries to the parent scope; forget the others."""
-        st = self._state
-        assert st is not None
-        parent = self._parent
-        with st.lock:
-            for e in hand_on:
-                self._entries.pop(e.key, None)
-                if parent is not None:
-                    e.owner = parent
-                    parent._entries[e.key] = e
-                elif st.entries.get(e.key) is e:
-                    del st.entries[e.key]
-            for e in drop:
-                self._entries.pop(e.key, None)
-                if st.entries.get(e.key) is e:
-                    del st.entries[e.key]
-                scope = parent
-                while scope is not None:  # no longer owned by the enclosing scopes
-                    scope._live -= e.nbytes
-                    scope = scope._parent
-        self._entries.clear()
+        return _exit.close(self, error)
 
 
 def scope(name: str | None = None) -> Scope:
