@@ -128,42 +128,50 @@ def _packed_tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _read_slot(node: Any, attr: str, raw: Any, out: Saved) -> None:
-    """Account for one raw saved value (a ``SavedTensor``), never unpacking it."""
+def _hook_of(raw: Any) -> Any:
+    """The unpack hook of a raw saved value, None without one; raises AttributeError on a
+    torch that cannot tell."""
+    return raw.unpack_hook
+
+
+def _read_plain(node: Any, name: str, out: Saved) -> None:
+    """Read an unhooked slot through its normal accessor: a fresh tensor sharing storage.
+
+    (``SavedTensor.data`` would wrap the stored tensor itself in a Python object that
+    then lives as long as the graph, and makes it visible to ``gc``.)
+    """
     try:
-        hook = raw.unpack_hook
-    except AttributeError:  # torch without the introspection API: cannot tell, do not read
+        value = getattr(node, name)
+    except RuntimeError as err:
+        if any(k in str(err) for k in _FREED):
+            out.freed = True
+        else:  # "modified by an inplace operation": a live slot whose version moved on
+            out.live = True
+        return
+    except Exception:  # noqa: BLE001 - exotic value
         out.unreadable += 1
         return
-    data = raw.data
-    if hook is not None:
+    for v in (value if isinstance(value, (list, tuple)) else (value,)):
+        if isinstance(v, torch.Tensor):
+            out.live = True
+            out.tensors.append(v)
+
+
+def _read_hooked(raws: Iterable[Any], out: Saved) -> None:
+    """Count hook-packed slots by their packed values; the unpack hook is never called."""
+    for raw in raws:
         out.hooked += 1
         out.live = True
-        out.tensors.extend(_packed_tensors(data))
-        return
-    if isinstance(data, torch.Tensor):
-        out.live = True
-        out.tensors.append(data)
-        return
-    # No value: freed by backward, or an undefined optional tensor. Reading the plain
-    # accessor tells them apart and is safe here: no hook is attached to this slot.
-    if attr.startswith("_raw_saved_"):
-        try:
-            getattr(node, "_saved_" + attr[len("_raw_saved_"):])
-        except RuntimeError as err:
-            if any(k in str(err) for k in _FREED):
-                out.freed = True
-        except Exception:  # noqa: BLE001 - exotic value: nothing more to learn
-            pass
+        out.tensors.extend(_packed_tensors(raw.data))
 
 
 def read_saved(node: Any) -> Saved:
-    """What ``node`` saved for backward, for any node kind; never raises, never unpacks.
+    """What ``node`` saved for backward, for any node kind; never raises.
 
     Handles built-in nodes (``_raw_saved_<name>``), custom ``autograd.Function`` and
     ``torch.compile`` nodes (``_raw_saved_tensors``), nodes whose saved tensors were freed
-    by a backward pass, and slots packed by ``saved_tensors_hooks`` (their unpack hook is
-    never called).
+    by a backward pass, and slots packed by ``saved_tensors_hooks``: those are never
+    unpacked (for checkpoint that would recompute the forward, or raise).
     """
     out = Saved()
     for attr in _raw_attrs(node):
@@ -178,13 +186,26 @@ def read_saved(node: Any) -> Saved:
         except Exception:  # noqa: BLE001 - never fail a walk on an odd node
             out.unreadable += 1
             continue
-        for raw in (value if isinstance(value, (list, tuple)) else (value,)):
-            if raw is None:
-                continue
-            try:
-                _read_slot(node, attr, raw, out)
-            except Exception:  # noqa: BLE001 - never fail a walk on an odd value
-                out.unreadable += 1
+        raws = [r for r in (value if isinstance(value, (list, tuple)) else (value,))
+                if r is not None]
+        try:
+            hooked = [r for r in raws if _hook_of(r) is not None]
+        except AttributeError:  # torch without the introspection API: cannot tell, skip
+            out.unreadable += len(raws)
+            continue
+        except Exception:  # noqa: BLE001
+            out.unreadable += len(raws)
+            continue
+        try:
+            if hooked:
+                _read_hooked(hooked, out)
+                out.unreadable += len(raws) - len(hooked)
+            elif attr == "_raw_saved_tensors" and not hasattr(type(node), "_saved_tensors"):
+                _read_plain(node, "saved_tensors", out)  # custom Function / compiled nodes
+            elif raws or attr != "_raw_saved_tensors":
+                _read_plain(node, "_saved_" + attr[len("_raw_saved_"):], out)
+        except Exception:  # noqa: BLE001 - never fail a walk on an odd value
+            out.unreadable += 1
     return out
 
 
