@@ -114,3 +114,15 @@ def test_file_in_a_read_only_directory_is_written_in_place(tmp_path):
         assert path.read_bytes() == FIXED.encode()
     finally:
         os.chmod(d, 0o755)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="changing a file's owner and group needs root")
+def test_owner_and_group_are_kept(tmp_path):
+    path = write(tmp_path / "m.py")
+    os.chown(path, 4321, 8765)
+    inode = path.stat().st_ino
+    assert fix(path).fixed == 1
+    st = path.stat()
+    assert (st.st_uid, st.st_gid, st.st_ino) == (4321, 8765, inode)
+    assert path.read_bytes() == FIXED.encode()

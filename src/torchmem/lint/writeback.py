@@ -11,11 +11,12 @@ Two ways of writing, chosen per file:
 - **atomic replace** (a temporary file in the same directory, then :func:`os.replace`):
   a crash or a kill mid-write leaves either the old or the new content, never half of
   each. Used when nothing would be lost by swapping the inode: the file has one name
-  (``st_nlink == 1``), belongs to the current user, and its directory is writable.
+  (``st_nlink == 1``), belongs to the current user and group, and its directory is
+  writable. (Extended attributes and ACLs are not carried over by the rename.)
 - **in place** (open the existing file, write, truncate), as ruff does: used for a file
   with several hard links (a rename would detach this name from the others, which would
-  keep the bug), a file owned by someone else (a rename would change its owner), or a
-  file in a read-only directory. The window in which a kill leaves a mix of old and new
+  keep the bug), a file owned by someone else or by another group (a rename would change
+  them), or a file in a read-only directory. The window in which a kill leaves a mix of old and new
   bytes is one ``write`` call of a source file.
 
 A file without any write permission bit (``chmod a-w``) is refused, even for root:
@@ -38,8 +39,10 @@ __all__ = ["write_back"]
 def _atomic_ok(real: str, st: os.stat_result) -> bool:
     if st.st_nlink != 1:
         return False
-    geteuid = getattr(os, "geteuid", None)
+    geteuid, getegid = getattr(os, "geteuid", None), getattr(os, "getegid", None)
     if geteuid is not None and st.st_uid != geteuid():
+        return False
+    if getegid is not None and st.st_gid != getegid():  # a new file would get our group
         return False
     return os.access(os.path.dirname(real) or ".", os.W_OK | os.X_OK)
 
