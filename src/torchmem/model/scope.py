@@ -87,7 +87,8 @@ class ScopeReport(Record):
         if self.kept:
             parts.append(f"kept {self.kept} ({format_bytes(self.kept_bytes)})")
         if self.released:
-            tensors = f", {self.released_tensors} tensors" if self.released_tensors else ""
+            n = self.released_tensors
+            tensors = f", {n} tensor{'s' if n != 1 else ''}" if n else ""
             parts.append(f"released {self.released} ({format_bytes(self.released_bytes)}{tensors})")
         reasons = {r: n for r, n in self.protected.items() if n}
         if reasons:
