@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from torchmem.lint.discover import io_error
@@ -221,30 +222,28 @@ class Notebook:
             ``(json_text, [(cell, before, after), ...])`` or ``None`` when the fixed text
             no longer has the cell markers in order (then nothing must be written).
         """
-        pattern = re.compile(rf"^# {re.escape(self.token)} cell (\d+)[ \t]*\r?$", re.M)
+        pattern = re.compile(rf"^# {re.escape(self.token)} cell (\d+)[ \t]*\r?$", re.MULTILINE)
         found = list(pattern.finditer(fixed))
         linted = [c for c in self.cells if not c.skipped]
         if [int(m.group(1)) for m in found] != [c.index + 1 for c in linted]:
             return None
         head = fixed[:found[0].start()] if found else ""
         placeholder = re.compile(rf"^([ \t]*)pass  # {re.escape(self.token)} magic (\d+)"
-                                 r"[ \t]*(?=\r?$)", re.M)
+                                 r"[ \t]*(?=\r?$)", re.MULTILINE)
         prefixed = re.compile(rf"^([ \t]*)(.*?)  # {re.escape(self.token)} prefix (\d+)"
-                              r"[ \t]*(?=\r?$)", re.M)
+                              r"[ \t]*(?=\r?$)", re.MULTILINE)
         changes = []
         for k, (m, cell) in enumerate(zip(found, linted)):
             end = found[k + 1].start() if k + 1 < len(found) else len(fixed)
             body = fixed[m.end():end]
-            body = body[1:] if body.startswith("\n") else body  # the marker's own newline
+            body = body.removeprefix("\n")  # the marker's own newline
             if k == 0:
                 body = head + body
             if (len(placeholder.findall(body)) != len(cell.magics)
                     or len(prefixed.findall(body)) != len(cell.prefixes)):
                 return None  # a fix touched a magic: never lose one
-            body = placeholder.sub(lambda p, c=cell: p.group(1) + c.magics[int(p.group(2))]
-                                   .lstrip(" \t"), body)
-            body = prefixed.sub(lambda p, c=cell: p.group(1) + c.prefixes[int(p.group(3))]
-                                + p.group(2), body)
+            body = placeholder.sub(partial(_restore_magic, cell), body)
+            body = prefixed.sub(partial(_restore_prefix, cell), body)
             if body.endswith("\n") and not cell.text.endswith("\n"):
                 body = body[:-1]
             if body != cell.text:
@@ -252,6 +251,14 @@ class Notebook:
                 src = self.doc["cells"][cell.index]
                 src["source"] = body.splitlines(keepends=True) if cell.is_list else body
         return _dump(self.doc, self.raw), changes
+
+
+def _restore_magic(cell: _Cell, m: re.Match[str]) -> str:
+    return m.group(1) + cell.magics[int(m.group(2))].lstrip(" \t")
+
+
+def _restore_prefix(cell: _Cell, m: re.Match[str]) -> str:
+    return m.group(1) + cell.prefixes[int(m.group(3))] + m.group(2)
 
 
 def _dump(doc: dict[str, Any], raw: str) -> str:
@@ -287,11 +294,12 @@ def load_notebook(text: str, path: str) -> Notebook | Violation | None:
         got = f"nbformat {fmt}" if fmt is not None else "no 'cells' list"
         return io_error(path, f"not a Jupyter notebook this linter reads; expected "
                               f"nbformat 4 JSON, got {got}")
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    lang = (meta.get("language_info") or {}).get("name") if isinstance(
-        meta.get("language_info"), dict) else None
-    if lang is None and isinstance(meta.get("kernelspec"), dict):
-        lang = meta["kernelspec"].get("language")
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    info, spec = meta.get("language_info"), meta.get("kernelspec")
+    lang = info.get("name") if isinstance(info, dict) else None
+    if lang is None and isinstance(spec, dict):
+        lang = spec.get("language")
     if isinstance(lang, str) and lang.lower() not in ("python", "python3", "ipython"):
         return None
     cells = []

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["Terminated", "WATCH_INTERVAL_S", "map_in_workers", "signals_deferred"]
+__all__ = ["WATCH_INTERVAL_S", "Terminated", "map_in_workers", "signals_deferred"]
 
 T = TypeVar("T")
 R = TypeVar("R")
