@@ -289,3 +289,116 @@ def test_capture_roundtrip(tmp_path):
     assert Capture.load(saved) == capture
     assert capture.environment["torch"] == torch.__version__
     assert os.path.basename(capture.argv[0]) == "script.py"
+
+
+BARE = """
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+done = []
+def train():
+    try:
+        for i in range(200):
+            try:
+                opt.zero_grad()
+                model(torch.randn(2, 4)).sum().backward()
+                opt.step()
+            except:
+                pass
+            done.append(i)
+    except:
+        done.append("outer handler")
+    finally:
+        open({marker!r}, "w").write(repr(done))
+    done.append("after")
+train()
+raise SystemExit(5)
+"""
+
+
+def test_steps_stop_sticks_through_bare_excepts(tmp_path):
+    marker = tmp_path / "done.txt"
+    result = run(write(tmp_path, BARE.format(marker=str(marker))), max_steps=3)
+    assert result.outcome == "max_steps" and result.exit_code == 0
+    assert len(result.steps) == 3
+    # the stop escaped both bare excepts: the outer handler and the finally ran once,
+    # nothing after them did, and no tracing is left behind
+    assert marker.read_text() == "[0, 1, 'outer handler']"
+    assert sys.gettrace() is None
+
+
+def test_keep_namespace_keeps_the_scripts_globals(tmp_path):
+    from torchmem.doctor import runner
+
+    saved_main = sys.modules["__main__"]
+    try:
+        run(write(tmp_path, "import torch\nkept = torch.ones(3)\n"), keep_namespace=True)
+        main = sys.modules["__main__"]
+        assert main is runner._KEPT_NAMESPACES[-1] and torch.equal(main.kept, torch.ones(3))
+    finally:
+        sys.modules["__main__"] = saved_main
+        runner._KEPT_NAMESPACES.clear()
+
+
+def test_a_real_cpu_oom_is_an_oom(tmp_path, capfd):
+    result = run(write(tmp_path, "import torch\ntorch.empty(2**62, dtype=torch.uint8)\n"))
+    assert (result.outcome, result.exit_code) == ("oom", 1)
+    assert "DefaultCPUAllocator" in result.error
+
+
+def test_backward_twice_traceback_has_no_torchmem_frames(tmp_path, capfd):
+    path = write(tmp_path, "import torch\nw = torch.randn(3, requires_grad=True)\n"
+                           "loss = (w * w).sum()\nloss.backward()\nloss.backward()\n")
+    result = run(path)
+    err = capfd.readouterr().err
+    assert result.outcome == "exception" and "second time" in result.error
+    assert "torch/_tensor.py" in err.replace(os.sep, "/")  # torch's frames are kept
+    frames = [line for line in err.splitlines() if line.strip().startswith("File ")]
+    assert not [f for f in frames if f"torchmem{os.sep}" in f], err
+
+
+def test_sys_exit_with_a_message(tmp_path, capfd):
+    result = run(write(tmp_path, "import sys\nsys.exit('bad config')\n"))
+    assert (result.outcome, result.exit_code, result.error) == ("exit", 1, "SystemExit: bad config")
+    assert capfd.readouterr().err.count("bad config") == 1  # printed once, like Python
+
+
+def test_step_log_keeps_short_runs_and_bounds_long_ones():
+    from torchmem.doctor._steplog import CAPACITY, HEAD, TAIL, StepLog
+    from torchmem.model.capture import StepRecord
+
+    def feed(n: int) -> StepLog:
+        log = StepLog()
+        for i in range(1, n + 1):
+            log.add(StepRecord(step=i, time=float(i), used={"cpu": 1000 + (i % 97)}, rss=1))
+        return log
+
+    short = feed(CAPACITY)
+    assert [r.step for r in short.records] == list(range(1, CAPACITY + 1))
+    assert short.note() is None
+    for n in (CAPACITY + 1, 20_000, 100_000):
+        log = feed(n)
+        steps = [r.step for r in log.records]
+        assert len(steps) <= CAPACITY and log.count == n
+        assert steps[:HEAD] == list(range(1, HEAD + 1))
+        assert steps[-TAIL:] == list(range(n - TAIL + 1, n + 1))
+        middle = steps[HEAD:-TAIL]
+        assert all(s % log.stride == 0 for s in middle) and middle == sorted(set(middle))
+        assert log.peak == {"cpu": 1096} and "kept" in log.note()
+
+
+def test_a_long_run_holds_a_bounded_number_of_step_records(tmp_path):
+    from torchmem.doctor._steplog import CAPACITY
+
+    path = write(tmp_path, """
+        import torch
+        w = torch.zeros(2, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.0)
+        for i in range(6000):
+            opt.step()
+        """)
+    result = run(path)
+    assert len(result.steps) <= CAPACITY
+    assert result.steps[0].step == 1 and result.steps[-1].step == 6000
+    assert result.peak["cpu"] >= max(s.used["cpu"] for s in result.steps)
+    assert any("kept" in note and "6000" in note for note in result.notes)

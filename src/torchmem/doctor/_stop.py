@@ -13,7 +13,8 @@ skipped its ``zero_grad()``). So a stop *sticks* (:class:`Stopper`):
   first line that runs while it is *not* being handled: a ``finally`` block or an
   ``except`` handler that is running because of the stop runs in full (``sys.exc_info()``
   is the stop there), and the line after a handler that swallowed it raises it again,
-  now outside that ``try``;
+  now outside that ``try``. Lines inside a ``finally:`` clause never raise (found by
+  parsing the script's source once), so cleanup code always runs;
 * a trace function that raises is switched off by CPython, so each stop exception re-arms
   the trace when it is destroyed, which is when a handler that swallowed it ends.
 
@@ -30,6 +31,8 @@ Known limitations:
 
 from __future__ import annotations
 
+import ast
+import linecache
 import os
 import signal
 import sys
@@ -138,7 +141,8 @@ class Stopper:
         return None  # frames that start after the stop are not traced
 
     def _line(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line" and self.active and not isinstance(sys.exc_info()[1], _StopBase):
+        if (event == "line" and self.active and not isinstance(sys.exc_info()[1], _StopBase)
+                and frame.f_lineno not in _finally_lines(frame.f_code.co_filename)):
             raise self._new()
         return self._line
 
@@ -156,6 +160,29 @@ class Stopper:
             except (AttributeError, ValueError):
                 pass
         self._frames = []
+
+
+_FINALLY: dict[str, frozenset[int]] = {}
+
+
+def _finally_lines(filename: str) -> frozenset[int]:
+    """Line numbers inside ``finally:`` clauses of ``filename`` (empty if unparsable)."""
+    known = _FINALLY.get(filename)
+    if known is None:
+        lines: set[int] = set()
+        try:
+            tree = ast.parse("".join(linecache.getlines(filename)))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        for node in ast.walk(tree) if tree is not None else ():
+            body = getattr(node, "finalbody", None)
+            if body:
+                first = body[0].lineno
+                if linecache.getline(filename, first - 1).strip().startswith("finally"):
+                    first -= 1  # the ``finally:`` line itself
+                lines.update(range(first, (body[-1].end_lineno or body[-1].lineno) + 1))
+        known = _FINALLY[filename] = frozenset(lines)
+    return known
 
 
 class SigtermHandler:

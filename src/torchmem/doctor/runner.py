@@ -29,8 +29,6 @@ Known limitations:
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import platform
 import sys
 import time
 import types
@@ -51,6 +49,7 @@ from torchmem.doctor._ending import (
     trim_traceback,
 )
 from torchmem.doctor._steplog import StepLog
+from torchmem.doctor._summary import cuda_devices, environment, peaks, timeline_series
 from torchmem.doctor._stop import SIGTERM_EXIT_CODE, SigtermHandler, Stopper, StopRun, Terminated
 from torchmem.doctor.steps import StepHooks, UserFrames
 from torchmem.doctor.target import Target, load_target
@@ -79,12 +78,6 @@ class Probe:
 
     def on_finish(self, run: "Run", outcome: "Outcome") -> None:
         """Called once after the script ended, however it ended."""
-
-
-def _cuda_devices() -> list[int]:
-    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return []
-    return list(range(torch.cuda.device_count()))
 
 
 class Run:
@@ -162,7 +155,7 @@ class Run:
         reserved: dict[str, int] = {}
         heap = self._heap()
         used["cpu"] = heap if heap is not None else self._rss()
-        for index in _cuda_devices():
+        for index in cuda_devices():
             name = f"cuda:{index}"
             self.devices.add(name)
             used[name] = int(torch.cuda.memory_allocated(index))
@@ -233,17 +226,6 @@ class RunResult:
             bytes_by_role=dict(bytes_by_role or {}), notes=tuple(self.notes) + tuple(notes),
             environment=dict(self.environment),
         )
-
-
-def _environment() -> dict[str, str]:
-    env = {"python": platform.python_version(), "torch": torch.__version__,
-           "platform": platform.platform(terse=True), "torchmem": __version__}
-    for index in _cuda_devices():
-        env[f"cuda:{index}"] = torch.cuda.get_device_name(index)
-    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):  # set by torchrun
-        if os.environ.get(name):
-            env[name.lower()] = os.environ[name]
-    return env
 
 
 def _trim_traceback(exc: BaseException) -> types.TracebackType | None:
@@ -361,8 +343,8 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         elif saved_main is not None:
             sys.modules["__main__"] = saved_main
     duration = time.time() - run.started
-    peak = _peaks(run)
-    timeline = _timeline(run.timelines)
+    peak = peaks(run)
+    timeline = timeline_series(run.timelines)
     notes = [f"probe error: {e}" for e in run.probe_errors]
     thinned = run.step_log.note()
     if thinned:
@@ -374,7 +356,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         exit_code=outcome.exit_code, outcome=outcome.kind, error=outcome.error, argv=argv,
         started_at=started_at, duration_s=duration, steps=list(run.steps),
         step_source=run.step_source, devices=sorted(run.devices), peak=peak,
-        timeline=timeline, environment=_environment(), notes=notes,
+        timeline=timeline, environment=environment(), notes=notes,
     )
     # Drop every reference to the script's frames; unless kept, its namespace too, so
     # its tensors die here.
@@ -383,32 +365,3 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     if not keep_namespace:
         main.__dict__.clear()
     return result
-
-
-def _peaks(run: Run) -> dict[str, int]:
-    peak: dict[str, int] = dict(run.step_log.peak)  # every step, thinned ones included
-    for timeline in run.timelines:
-        value = timeline.peak_used
-        if value is not None:
-            peak[timeline.device] = max(peak.get(timeline.device, 0), int(value))
-    for index in _cuda_devices():
-        name = f"cuda:{index}"
-        peak[name] = max(peak.get(name, 0), int(torch.cuda.max_memory_allocated(index)))
-    return peak
-
-
-def _timeline(timelines: Sequence[Any]) -> dict[str, list[float]]:
-    """Flatten the CPU timeline (and per-device ones) into plain series for the capture."""
-    series: dict[str, list[float]] = {}
-    for timeline in timelines:
-        samples = [s for s in timeline.samples if s.used is not None]
-        if not samples:
-            continue
-        if "t" not in series:
-            t0 = samples[0].time
-            series["t"] = [round(s.time - t0, 4) for s in samples]
-            series["step"] = [float(s.step if s.step is not None else 0) for s in samples]
-            series[timeline.device] = [float(s.used) for s in samples]
-        else:  # other devices: their own sampling times are close enough to share the axis
-            series[timeline.device] = [float(s.used) for s in samples][: len(series["t"])]
-    return series

@@ -1,0 +1,60 @@
+"""Plain-data summaries of a run for its :class:`RunResult`: peaks, the sampled timeline,
+the environment. Split from :mod:`torchmem.doctor.runner`."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any, Sequence
+
+import torch
+
+from torchmem import __version__
+
+__all__ = ["cuda_devices", "environment", "peaks", "timeline_series"]
+
+
+def cuda_devices() -> list[int]:
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return []
+    return list(range(torch.cuda.device_count()))
+
+
+def environment() -> dict[str, str]:
+    env = {"python": platform.python_version(), "torch": torch.__version__,
+           "platform": platform.platform(terse=True), "torchmem": __version__}
+    for index in cuda_devices():
+        env[f"cuda:{index}"] = torch.cuda.get_device_name(index)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):  # set by torchrun
+        if os.environ.get(name):
+            env[name.lower()] = os.environ[name]
+    return env
+
+
+def peaks(run: Any) -> dict[str, int]:
+    peak: dict[str, int] = dict(run.step_log.peak)  # every step, thinned ones included
+    for timeline in run.timelines:
+        value = timeline.peak_used
+        if value is not None:
+            peak[timeline.device] = max(peak.get(timeline.device, 0), int(value))
+    for index in cuda_devices():
+        name = f"cuda:{index}"
+        peak[name] = max(peak.get(name, 0), int(torch.cuda.max_memory_allocated(index)))
+    return peak
+
+
+def timeline_series(timelines: Sequence[Any]) -> dict[str, list[float]]:
+    """Flatten the CPU timeline (and per-device ones) into plain series for the capture."""
+    series: dict[str, list[float]] = {}
+    for timeline in timelines:
+        samples = [s for s in timeline.samples if s.used is not None]
+        if not samples:
+            continue
+        if "t" not in series:
+            t0 = samples[0].time
+            series["t"] = [round(s.time - t0, 4) for s in samples]
+            series["step"] = [float(s.step if s.step is not None else 0) for s in samples]
+            series[timeline.device] = [float(s.used) for s in samples]
+        else:  # other devices: their own sampling times are close enough to share the axis
+            series[timeline.device] = [float(s.used) for s in samples][: len(series["t"])]
+    return series
