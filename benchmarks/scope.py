@@ -27,6 +27,7 @@ import time
 from typing import Any, Callable
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torchmem
@@ -37,6 +38,13 @@ MIB = 1 << 20
 
 class _NoOp(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+class _FnNoOp(TorchFunctionMode):
+    """The floor of the other interposition point: a no-op torch-function mode."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return func(*args, **(kwargs or {}))
 
 
@@ -95,6 +103,9 @@ def _time(fn: Callable[[], None], steps: int, wrap: str) -> float:
         elif wrap == "noop":
             with _NoOp():
                 fn()
+        elif wrap == "fn_noop":
+            with _FnNoOp():
+                fn()
         else:
             with torchmem.scope():
                 fn()
@@ -131,24 +142,26 @@ def table_micro(rounds: int) -> None:
 
 
 def table_per_op(rounds: int, steps: int) -> None:
-    print("\n1. per-op cost of a scope around each training step (median of", rounds, "rounds)")
-    print(f"{'workload':<10} {'ops/step':>8} {'baseline ms':>12} {'no-op mode':>11} "
-          f"{'scope':>8} {'noop x':>7} {'scope x':>8} {'scope us/op':>12} {'vs noop us/op':>14}")
+    print("\n1. a scope around each training step vs the floors of Python interposition "
+          f"(median of {rounds} rounds)")
+    print(f"{'workload':<10} {'ops/step':>8} {'baseline ms':>12} {'fn no-op x':>11} "
+          f"{'dispatch no-op x':>17} {'scope x':>8} {'scope us/op':>12} {'vs noop us/op':>14}")
+    variants = ("none", "fn_noop", "noop", "scope")
     for name, make in (("mlp", _mlp), ("lstm_cell", _lstm)):
         fn = make()
         counter = _Count()
         with counter:
             fn()
         ops = counter.n
-        for w in ("none", "noop", "scope"):
+        for w in variants:
             _time(fn, 2, w)  # warm-up
-        res: dict[str, list[float]] = {"none": [], "noop": [], "scope": []}
+        res: dict[str, list[float]] = {w: [] for w in variants}
         for _ in range(rounds):
-            for w in ("none", "noop", "scope"):
+            for w in variants:
                 res[w].append(_time(fn, steps, w))
-        b, n, s = (statistics.median(res[w]) for w in ("none", "noop", "scope"))
-        print(f"{name:<10} {ops:>8} {b * 1e3:>12.3f} {n * 1e3:>10.3f}m {s * 1e3:>7.3f}m "
-              f"{n / b:>7.2f} {s / b:>8.2f} {(s - b) / ops * 1e6:>12.2f} {(s - n) / ops * 1e6:>14.2f}")
+        b, f, n, s = (statistics.median(res[w]) for w in variants)
+        print(f"{name:<10} {ops:>8} {b * 1e3:>12.3f} {f / b:>11.2f} {n / b:>17.2f} "
+              f"{s / b:>8.2f} {(s - b) / ops * 1e6:>12.2f} {(s - n) / ops * 1e6:>14.2f}")
 
 
 class _Node:
@@ -263,15 +276,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (1 gives stable ratios on a busy machine)")
+    ap.add_argument("--tables", default="0,1,2,3,4", help="which tables to print")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     with torchmem.scope():  # the first dispatch mode of a process imports torch._dynamo
         pass
-    table_micro(args.rounds)
-    table_per_op(args.rounds, args.steps)
-    table_cycles(args.rounds, args.steps)
-    table_cleanup(args.rounds)
-    table_release(args.rounds)
+    tables = {int(t) for t in args.tables.split(",")}
+    if 0 in tables:
+        table_micro(args.rounds)
+    if 1 in tables:
+        table_per_op(args.rounds, args.steps)
+    if 2 in tables:
+        table_cycles(args.rounds, args.steps)
+    if 3 in tables:
+        table_cleanup(args.rounds)
+    if 4 in tables:
+        table_release(args.rounds)
 
 
 if __name__ == "__main__":

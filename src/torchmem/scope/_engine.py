@@ -30,9 +30,10 @@ are wrapped so that the scope knows the hook functions registered inside it. All
 act on the thread that has a scope open.
 
 Cost (``benchmarks/scope.py``, table 0): per aten op, one Python call (what a no-op
-mode costs) plus a storage lookup per output; a new storage adds two weak references,
-a callback and a lock. Measured: 10-35 us per op above a no-op mode on a heavily
-loaded 2-core machine. Memory held: a few hundred bytes per live registered storage.
+mode costs) plus a storage lookup per output; view ops are recognised from their
+schema and cost nothing more; a new storage adds two weak references, a callback and
+a lock. Measured: about 5 us per storage-creating op above a no-op mode on a busy
+2-core machine. Memory held: a few hundred bytes per live registered storage.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = ["Entry", "ThreadState", "state", "install_hooks", "uninstall_hooks"]
 _ALWAYS_NEW = frozenset({"aten::lift_fresh", "aten::lift_fresh_copy"})
 _current_node = getattr(torch._C, "_current_autograd_node", None)
 _saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+_grad_enabled = torch.is_grad_enabled
 
 
 class Entry(weakref.ref):  # type: ignore[type-arg]
@@ -161,34 +163,49 @@ def owner_of(stack: list[Scope]) -> Scope | None:
     return None
 
 
-def _tensors(value: Any, out: list[torch.Tensor]) -> None:
+def _add_keys(value: Any, keys: set[int]) -> None:
     for v in value:
         if isinstance(v, torch.Tensor):
-            out.append(v)
+            try:
+                keys.add(v.untyped_storage()._cdata)
+            except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+                pass  # sparse, nested, wrapper subclasses: no plain storage
         elif isinstance(v, (tuple, list)):
-            _tensors(v, out)
+            _add_keys(v, keys)
 
 
 def _input_keys(args: Any, kwargs: Any) -> set[int]:
-    tensors: list[torch.Tensor] = []
-    _tensors(args, tensors)
-    if kwargs:
-        _tensors(kwargs.values(), tensors)
+    """Storage keys of every tensor among an op's arguments (lists included)."""
     keys: set[int] = set()
-    for t in tensors:
-        try:
-            keys.add(int(t.untyped_storage()._cdata))
-        except (RuntimeError, NotImplementedError, TypeError, AttributeError):
-            pass
+    _add_keys(args, keys)
+    if kwargs:
+        _add_keys(kwargs.values(), keys)
     return keys
+
+
+# what an op's outputs are, from its schema (cached per op)
+_PLAIN, _NEW, _VIEW, _MUTATES = 0, 1, 2, 3
+
+
+def _kind(func: Any) -> int:
+    try:
+        if func.name() in _ALWAYS_NEW:
+            return _NEW
+    except AttributeError:
+        pass
+    try:
+        if func._schema.is_mutable:
+            return _MUTATES
+    except AttributeError:
+        return _MUTATES  # unknown: assume it may carry a new graph
+    return _VIEW if getattr(func, "is_view", False) else _PLAIN
 
 
 class _Mode(TorchDispatchMode):
     def __init__(self, st: ThreadState) -> None:
         super().__init__()
         self.state = st
-        self.always_new: dict[Any, bool] = {}
-        self.mutating: dict[Any, bool] = {}
+        self.kinds: dict[Any, int] = {}  # op -> _NEW, _VIEW, _MUTATES or _PLAIN
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
@@ -219,19 +236,15 @@ class _Mode(TorchDispatchMode):
             if ref is None or ref() is not t:
                 tensors[id(t)] = weakref.ref(t)
             # an enclosing scope's tensor mutated here may now carry this scope's graph
-            if entry.owner is not st.stack[-1] and self._mutates(func):
+            if entry.owner is not st.stack[-1] and self._mutates(func) and _grad_enabled():
                 st.touch(t)
             return
-        if t.is_meta:
-            return
-        always = self.always_new.get(func)
-        if always is None:
-            try:
-                always = func.name() in _ALWAYS_NEW
-            except AttributeError:
-                always = False
-            self.always_new[func] = always
-        if not always:
+        kind = self.kinds.get(func)
+        if kind is None:
+            kind = self.kinds[func] = _kind(func)
+        if kind == _VIEW or t.is_meta:
+            return  # a view of an input (the schema says so): its storage is not new
+        if kind != _NEW:
             if inputs is None:
                 keys = _input_keys(args, kwargs)
             else:
@@ -240,20 +253,16 @@ class _Mode(TorchDispatchMode):
                     cached = inputs[0] = _input_keys(args, kwargs)
                 keys = cached
             if key in keys:  # a view of, or an in-place result on, an input
-                if self._mutates(func):
+                if kind == _MUTATES and _grad_enabled():  # no graph under no_grad
                     st.touch(t)
                 return
         st.register(storage, key, t)
 
     def _mutates(self, func: Any) -> bool:
-        mutating = self.mutating.get(func)
-        if mutating is None:
-            try:
-                mutating = bool(func._schema.is_mutable)
-            except AttributeError:
-                mutating = True  # unknown: assume it may carry a new graph
-            self.mutating[func] = mutating
-        return mutating
+        kind = self.kinds.get(func)
+        if kind is None:
+            kind = self.kinds[func] = _kind(func)
+        return kind == _MUTATES
 
 
 _tls = threading.local()

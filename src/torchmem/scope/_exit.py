@@ -103,6 +103,10 @@ def close(closing: Scope, error: str | None) -> ScopeReport:
             stg = e()
             if stg is None:
                 continue
+            if e.key in dying.pinned:
+                protect(e, "custom_function", e.nbytes)
+                hand_on.append(e)
+                continue
             impls = can_account(stg, e.key, e.alive_tensors(), dying)
             if impls is None:
                 protect(e, "unseen_holder", e.nbytes)

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 import torch
 
-from torchmem.collect.graph import saved_tensors, storage_key
+from torchmem.collect.graph import storage_key
 
 __all__ = ["LiveGraphs", "DyingSaves", "NO_GRAPHS", "can_account", "impl_counts_available"]
 
@@ -36,6 +36,54 @@ _storage_use_count = getattr(torch._C, "_storage_Use_Count", None)
 def impl_counts_available() -> bool:
     """True when this torch exposes the reference counts the accounting needs."""
     return _impl_use_count is not None and _storage_use_count is not None
+
+
+_RAW: dict[type, tuple[str, ...]] = {}
+_PYTHON_NODE = torch.autograd.function.BackwardCFunction
+
+
+def _raw_names(node: Any) -> tuple[str, ...]:
+    names = _RAW.get(type(node))
+    if names is None:
+        try:
+            names = tuple(a for a in dir(node) if a.startswith("_raw_saved_"))
+        except Exception:  # noqa: BLE001 - an odd node: nothing to read
+            names = ()
+        _RAW[type(node)] = names
+    return names
+
+
+def held_saved(node: Any, *, packed: bool = False) -> list[torch.Tensor]:
+    """The tensor impls ``node``'s saved variables hold, as Python tensors.
+
+    Each returned tensor *is* the impl the saved variable holds (``SavedTensor.data``),
+    never a fresh unpacked copy, so reference counts can be compared with it. Slots
+    packed by ``saved_tensors_hooks`` are never unpacked (their unpack hook is never
+    called): with ``packed=True`` the tensors the packed value holds directly (a
+    tensor, or a tuple/list of them, as ``save_on_cpu`` packs) are returned too.
+    Freed and unreadable slots are skipped. Never raises.
+    """
+    out: list[torch.Tensor] = []
+    for name in _raw_names(node):
+        try:
+            value = getattr(node, name)
+        except Exception:  # noqa: BLE001 - freed by backward, or an odd node
+            continue
+        for raw in value if isinstance(value, (list, tuple)) else (value,):
+            try:
+                if raw is None:
+                    continue
+                hooked = raw.unpack_hook is not None
+                if hooked and not packed:
+                    continue
+                data = raw.data
+            except Exception:  # noqa: BLE001 - torch without the introspection API
+                continue
+            if isinstance(data, torch.Tensor):
+                out.append(data)
+            elif hooked and isinstance(data, (list, tuple)):
+                out.extend(v for v in data if isinstance(v, torch.Tensor))
+    return out
 
 
 def _grad_fns(tensors: Iterable[torch.Tensor]) -> list[Any]:
@@ -69,7 +117,7 @@ class LiveGraphs:
             if id(node) in nodes:
                 continue
             nodes[id(node)] = node
-            saved = saved_tensors(node)
+            saved = held_saved(node, packed=True)
             for u in saved:
                 k = storage_key(u)
                 if k is not None:
@@ -89,6 +137,10 @@ class DyingSaves:
 
     def __init__(self, roots: Iterable[torch.Tensor], keys: set[int], live: LiveGraphs) -> None:
         self.by_key: dict[int, list[torch.Tensor]] = {}
+        # storages saved by custom autograd.Function nodes: their ctx is a Python object
+        # anything may hold (torch.utils.checkpoint keeps one for its recomputation), so
+        # their graph cannot be shown to die with the freed tensors
+        self.pinned: set[int] = set()
         seen: dict[int, Any] = {}
         queue: deque[Any] = deque(_grad_fns(roots))
         while queue:
@@ -96,10 +148,13 @@ class DyingSaves:
             if id(node) in seen or id(node) in live.nodes:
                 continue
             seen[id(node)] = node
-            for u in saved_tensors(node):
+            python_node = isinstance(node, _PYTHON_NODE)
+            for u in held_saved(node):
                 k = storage_key(u)
                 if k in keys:
                     self.by_key.setdefault(k, []).append(u)
+                    if python_node:
+                        self.pinned.add(k)
             for nxt, _ in getattr(node, "next_functions", ()):
                 if nxt is not None and id(nxt) not in seen:
                     queue.append(nxt)

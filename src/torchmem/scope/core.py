@@ -48,13 +48,13 @@ version counter: a backward pass that would still read it (through a holder no r
 above could see) raises torch's "modified by an inplace operation" error instead of
 reading freed memory.
 
-Cost (``python benchmarks/scope.py --rounds 7 --steps 5``, CPU, torch 2.13, on a
-2-core machine under heavy shared load): a scope adds about 10-35 us per aten op on
-top of what a no-op ``TorchDispatchMode`` costs; around a whole training step, 1.94x
-the bare step on an MLP (no-op mode 1.77x) and 3.58x on an LSTM-cell step of 1167 ops
-(no-op mode 2.28x). The exit walks the autograd graphs that outlive the scope and
-those of the freed tensors (a few us per node) and reads two reference counts per
-freed storage. See docs/scopes.md.
+Cost (``python benchmarks/scope.py --threads 1 --tables 0,1``, CPU, torch 2.13, a
+busy 2-core machine): most of it is the price of seeing every aten op from Python. A
+no-op ``TorchDispatchMode`` costs 1.3-1.8x the bare MLP step and 3.2-3.4x an LSTM-cell
+step of 1167 ops; a scope adds about 5 us per storage-creating op on top (2.0-2.1x and
+4.5-5.1x around the whole step). The exit walks the autograd graphs that outlive the
+scope and those of the freed tensors (a few us per node) and reads two reference
+counts per freed storage. See docs/scopes.md.
 
 Known limitations:
     * Tensors built outside the dispatcher are invisible: ``torch.from_numpy``,
