@@ -54,7 +54,10 @@ def test_census_is_taken_while_the_scripts_objects_live(tmp_path, capsys):
     assert probe.census is not None
     roles = dict(probe.census.bytes_by_role())
     params = (256 * 256 + 256 + 256 * 8 + 8) * 4
-    assert roles.get("parameter", 0) == params
+    # at least the script's parameters (an in-process census also sees what other code
+    # in this process keeps alive), and its largest weight among the top storages
+    assert roles.get("parameter", 0) >= params
+    assert any(e.nbytes == 256 * 256 * 4 for e in probe.census.top(50, role="parameter"))
     assert roles.get("optimizer_state", 0) >= 2 * params
     assert probe.census.top(10)
     # a late analysis boundary (24 or 32 of a 40-step run), where memory was at its high

@@ -333,8 +333,11 @@ def test_keep_namespace_keeps_the_scripts_globals(tmp_path):
     saved_main = sys.modules["__main__"]
     try:
         run(write(tmp_path, "import torch\nkept = torch.ones(3)\n"), keep_namespace=True)
-        main = sys.modules["__main__"]
-        assert main is runner._KEPT_NAMESPACES[-1] and torch.equal(main.kept, torch.ones(3))
+        main = runner._KEPT_NAMESPACES[-1]
+        assert torch.equal(main.kept, torch.ones(3))  # the script's globals live on
+        # the caller's __main__ is back: a later multiprocessing spawn must not re-import
+        # the script as its __main__ (it did, and ran the script again in each child)
+        assert sys.modules["__main__"] is saved_main
     finally:
         sys.modules["__main__"] = saved_main
         runner._KEPT_NAMESPACES.clear()

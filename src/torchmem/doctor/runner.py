@@ -273,9 +273,10 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         probes: analyses called at start, each step, each event and the end.
         max_steps: stop the script cleanly after this many steps (outcome ``max_steps``).
         monitor_interval: seconds between background samples; ``None`` disables the Monitor.
-        keep_namespace: keep the script's ``__main__`` module alive (and installed as
-            ``sys.modules['__main__']``) until the process exits, as ``python script.py``
-            does, so its atexit handlers and still-running threads find their globals.
+        keep_namespace: keep the script's ``__main__`` module alive until the process
+            exits, as ``python script.py`` does, so its atexit handlers and still-running
+            threads find their globals. ``sys.modules['__main__']`` is given back to
+            the caller's module either way.
             The CLI sets it. By default the namespace is cleared when the script returns,
             so its tensors die here (what a library caller running many scripts wants).
         handle_sigterm: while the script runs, turn SIGTERM into a clean stop (outcome
@@ -340,7 +341,9 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         _restore_path(saved_path, saved_path0)
         if keep_namespace:
             _KEPT_NAMESPACES.append(main)  # like Python: alive until the process exits
-        elif saved_main is not None:
+        # the caller's __main__ comes back: a later multiprocessing spawn (or a caller
+        # that runs several scripts) must not re-import the script as its __main__
+        if saved_main is not None:
             sys.modules["__main__"] = saved_main
     duration = time.time() - run.started
     peak = peaks(run)
