@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import io
 import os
-import stat
 import sys
 from dataclasses import dataclass
 from typing import IO, Callable, Iterable, Sequence
 
+from torchmem._files import write_file
 from torchmem.errors import UsageError
 
 __all__ = ["Output", "output", "capture_json", "script_inputs", "check_outputs", "write_text",
@@ -129,46 +129,13 @@ def check_outputs(outputs: Sequence[Output | None], inputs: Iterable[tuple[str, 
 
 
 def write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, honouring the umask, through symlinks.
+    """Write ``text`` to ``path`` atomically, honouring the umask, through symlinks
+    (:func:`torchmem._files.write_file`).
 
     Raises:
         OSError: the file cannot be written (no partial file is left behind).
     """
-    target = os.path.realpath(path)  # a symlink is written through, not replaced
-    directory = os.path.dirname(target) or "."
-    os.makedirs(directory, exist_ok=True)
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = None
-    data = text.encode("utf-8")
-    for attempt in range(100):
-        tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.getpid()}.{attempt}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
-        except FileExistsError:
-            continue
-        except PermissionError:
-            if mode is None:
-                raise
-            with open(target, "wb") as fh:  # folder not writable, file is: write in place
-                fh.write(data)
-            return
-        break
-    else:  # pragma: no cover - 100 stale temporary files
-        raise FileExistsError(f"cannot create a temporary file next to {target}")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_file(path, text.encode("utf-8"))
 
 
 class ReportStream:

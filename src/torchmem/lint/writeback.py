@@ -6,7 +6,8 @@
   target is changed; the link stays a link;
 - the file's permission bits, owner and inode are kept.
 
-Two ways of writing, chosen per file:
+Two ways of writing, chosen per file (:mod:`torchmem._files`, shared by every file
+torchmem writes):
 
 - **atomic replace** (a temporary file in the same directory, then :func:`os.replace`):
   a crash or a kill mid-write leaves either the old or the new content, never half of
@@ -31,42 +32,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
+
+from torchmem._files import write_file
 
 __all__ = ["write_back"]
-
-
-def _atomic_ok(real: str, st: os.stat_result) -> bool:
-    if st.st_nlink != 1:
-        return False
-    geteuid, getegid = getattr(os, "geteuid", None), getattr(os, "getegid", None)
-    if geteuid is not None and st.st_uid != geteuid():
-        return False
-    if getegid is not None and st.st_gid != getegid():  # a new file would get our group
-        return False
-    return os.access(os.path.dirname(real) or ".", os.W_OK | os.X_OK)
-
-
-def _replace(real: str, data: bytes, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".torchmem-", suffix=".tmp",
-                               dir=os.path.dirname(real) or ".")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _in_place(real: str, data: bytes) -> None:
-    with open(real, "r+b") as fh:
-        fh.write(data)
-        fh.truncate()
 
 
 def write_back(path: str, data: bytes) -> None:
@@ -91,7 +60,4 @@ def write_back(path: str, data: bytes) -> None:
         raise PermissionError(errno.EACCES,
                               f"the file is read-only (mode {mode:04o}); make it writable "
                               "or run without --fix")
-    if _atomic_ok(real, st):
-        _replace(real, data, mode)
-    else:
-        _in_place(real, data)
+    write_file(real, data)

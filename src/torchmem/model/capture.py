@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchmem._files import write_file
 from torchmem.errors import CaptureError
 from torchmem.model._serde import Record
 from torchmem.model.schema import NON_NEGATIVE, SchemaError, bounds, describe, validate
@@ -220,19 +220,11 @@ class Capture(Record):
     environment: dict[str, str] = field(default_factory=dict, metadata=_MANY)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write this capture as JSON, atomically (a failed write leaves no partial file)."""
-        target = Path(path)
+        """Write this capture as JSON, atomically (a failed write leaves no partial file),
+        with the mode ``open(path, "w")`` would give, through symlinks; return the path
+        written."""
         text = json.dumps(self.to_dict(), indent=1, sort_keys=False, allow_nan=False)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".torchmem-", suffix=".json", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        return Path(write_file(path, (text + "\n").encode("utf-8")))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Capture":

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from torchmem._files import write_file
 from torchmem.model.capture import CAUSES, Capture, Finding
 from torchmem.report.svg import Series, line_chart
 from torchmem.units import format_bytes, format_delta
@@ -235,15 +235,4 @@ def write_html(capture: Capture, path: str | os.PathLike[str]) -> Path:
     Raises:
         OSError: the file cannot be written (no partial file is left behind).
     """
-    target = Path(path)
-    text = render_html(capture)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".torchmem-", suffix=".html", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return Path(write_file(path, render_html(capture).encode("utf-8")))
