@@ -52,3 +52,16 @@ def test_scope_report_shows_what_happened() -> None:
         "saved_for_backward 2), peak 3.0 MiB)")
     assert repr(ScopeReport("a.py:1", error="KeyError")) == (
         "ScopeReport(a.py:1: storages created 0 (0 B), ended by KeyError)")
+
+
+def test_tracker_repr_uses_units() -> None:
+    import torch
+
+    import torchmem
+
+    with torchmem.track(exact=True) as t:
+        kept = torch.ones(1024)
+    text = repr(t)
+    assert text.startswith("Tracker(cpu, finished:") and "KiB" in text, text
+    assert "delta=" not in text and str(4096) not in text
+    del kept

@@ -54,6 +54,7 @@ from torchmem.collect import _ledger
 from torchmem.collect._engine import engine
 from torchmem.collect.readings import DeviceLike, read, resolve_device
 from torchmem.errors import UsageError
+from torchmem.units import format_delta
 from torchmem.model.readings import Mark, Reading, TrackResult
 
 __all__ = ["Tracker", "track"]
@@ -349,9 +350,10 @@ class Tracker:
     def __repr__(self) -> str:
         if self._state == "new":
             return f"Tracker(device={self.device!r}, new)"
+        marks = f", {len(self.marks)} marks" if self.marks else ""
         return (
-            f"Tracker(device={self.device!r}, {self._state}, delta={self.delta}, "
-            f"peak_delta={self.peak_delta}, marks={len(self.marks)})"
+            f"Tracker({self.device}, {self._state}: delta {format_delta(self.delta)}, "
+            f"peak {format_delta(self.peak_delta)}{marks})"
         )
 
 

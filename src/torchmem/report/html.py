@@ -57,6 +57,7 @@ _OUTCOME_TEXT = {
     "max_steps": "stopped cleanly after the requested number of steps (--steps)",
     "exit": "called sys.exit",
     "interrupt": "was interrupted (Ctrl-C); the report covers what ran",
+    "terminated": "was stopped by SIGTERM; the report covers what ran",
     "oom": "ran out of memory; the report shows the state at the failure",
     "exception": "raised an exception; the report covers what ran",
 }

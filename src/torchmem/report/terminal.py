@@ -74,9 +74,23 @@ def step_slope(steps: Sequence[StepRecord], device: str, skip: float = 0.2) -> f
     return slope if math.isfinite(slope) else None
 
 
+def _step_count(capture: Capture) -> int:
+    """Steps the run had (long runs keep a thinned record: the last one's number)."""
+    return max(capture.steps[-1].step, len(capture.steps)) if capture.steps else 0
+
+
+def _exit_text(capture: Capture) -> str:
+    """``sys.exit(3)``, or ``sys.exit('bad config')`` (Python exits 1 and prints it)."""
+    error = capture.error or ""
+    if error.startswith("SystemExit: "):
+        message = error[len("SystemExit: "):]
+        return f"the script called sys.exit({message!r}): exit code {capture.exit_code}"
+    return f"the script called sys.exit({capture.exit_code})"
+
+
 def _headline(capture: Capture) -> Text:
     script = capture.argv[0] if capture.argv else "?"
-    n = len(capture.steps)
+    n = _step_count(capture)
     source = _SOURCE_TEXT.get(capture.step_source, capture.step_source)
     text = Text()
     text.append(f"{capture.tool}: ", style="bold")
@@ -91,9 +105,10 @@ def _outcome_line(capture: Capture) -> Text | None:
     if kind == "ok":
         return None
     messages = {
-        "max_steps": f"stopped cleanly after {len(capture.steps)} steps (--steps)",
-        "exit": f"the script called sys.exit({capture.exit_code})",
+        "max_steps": f"stopped cleanly after {_step_count(capture)} steps (--steps)",
+        "exit": _exit_text(capture),
         "interrupt": "the script was interrupted (Ctrl-C); the report covers what ran",
+        "terminated": "the script was stopped by SIGTERM; the report covers what ran",
         "oom": f"the script ran out of memory: {capture.error}",
         "exception": f"the script raised {capture.error}; the report covers what ran",
     }
