@@ -80,11 +80,10 @@ def _step_count(capture: Capture) -> int:
 
 
 def _exit_text(capture: Capture) -> str:
-    """``sys.exit(3)``, or ``sys.exit('bad config')`` (Python exits 1 and prints it)."""
-    error = capture.error or ""
-    if error.startswith("SystemExit: "):
-        message = error[len("SystemExit: "):]
-        return f"the script called sys.exit({message!r}): exit code {capture.exit_code}"
+    """``sys.exit(3)``, or ``sys.exit`` with a message (Python printed it and exits 1;
+    the message is not repeated here, the capture's ``error`` holds it)."""
+    if (capture.error or "").startswith("SystemExit: "):
+        return f"the script called sys.exit with a message: exit code {capture.exit_code}"
     return f"the script called sys.exit({capture.exit_code})"
 
 
