@@ -236,7 +236,7 @@ def explain_crash(exc: BaseException, frame: types.FrameType | None,
     tensor = detail.group("tensor") if detail else None
     node = detail.group("node") if detail else None
     what = f"a tensor {tensor}" if tensor else "a tensor saved for backward"
-    if node:
+    if node and detail:
         op = re.sub(r"Backward\d*$", "", node)
         what += f" (output {detail.group('out')} of `{op}`: the result of that op)"
     elif tensor:
@@ -262,23 +262,24 @@ def explain_crash(exc: BaseException, frame: types.FrameType | None,
             confidence="high")
     ops = _inplace_lines(frame)
     candidates = "; ".join(f"line {n}: `{t}`" for n, t in ops)
-    evidence = [f"the script stopped at {failed_at}: torch's \"modified by an inplace "
+    notes = [f"the script stopped at {failed_at}: torch's \"modified by an inplace "
                 f"operation\" for {what}{versions}",
                 "a tensor saved for backward was changed in place between the forward pass "
                 "and backward()"]
     if candidates:
-        evidence.append(f"in-place operations in `{frame.f_code.co_name if frame else '?'}`: "
+        notes.append(f"in-place operations in `{frame.f_code.co_name if frame else '?'}`: "
                         f"{candidates}")
     first = ops[0] if ops else None
     target = _AUGASSIGN.match(first[1]) if first else None
     receiver = re.match(r"([A-Za-z_][\w.]*)\.\w+_\(", first[1]) if first else None
-    shown = (target or receiver).group(1) if (target or receiver) else "in-place operation"
+    found = target or receiver
+    shown = found.group(1) if found is not None else "in-place operation"
     return Finding(
         cause="inplace_modified", title="a tensor saved for backward was modified in place",
         culprit=Culprit(name=shown, kind="unknown",
                         file=file, line=first[0] if first else line,
                         code=first[1] if first else code),
-        evidence=tuple(evidence),
+        evidence=tuple(notes),
         fix=("use the out-of-place op (`x = x + y` instead of `x += y`, `torch.relu(x)` "
              "instead of `relu_`, `inplace=False`), or `.clone()` the tensor before modifying "
              "it" + (f" (line {first[0]}: `{first[1]}`)" if first else "")),

@@ -238,9 +238,9 @@ def _record(cls: type) -> Check:
                     bad.parts.append(name)
                     raise
             elif required:
-                bad = _Bad(expected, "nothing (the field is missing)")
-                bad.parts.append(name)
-                raise bad
+                missing = _Bad(expected, "nothing (the field is missing)")
+                missing.parts.append(name)
+                raise missing
     return check_record
 
 

@@ -40,7 +40,8 @@ class Sample(Record):
     def __repr__(self) -> str:
         step = "before any step" if self.step is None else f"step {self.step}"
         mark = ", boundary" if self.boundary else ""
-        return f"Sample({step}: {format_bytes(self.used)} {self.reading.used_source}{mark})"
+        used = "?" if self.used is None else format_bytes(self.used)
+        return f"Sample({step}: {used} {self.reading.used_source}{mark})"
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ class Timeline(Record):
             parts.append(f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"step {steps[0]}")
         if self.peak is not None:
             at = "" if self.peak.step is None else f" at step {self.peak.step}"
-            parts.append(f"peak {format_bytes(self.peak.used)}{at}")
+            used = "?" if self.peak.used is None else format_bytes(self.peak.used)
+            parts.append(f"peak {used}{at}")
         if self.stopped is None:
             parts.append("running")
         return f"Timeline({self.device}: {', '.join(parts)})"

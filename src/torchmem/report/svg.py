@@ -51,7 +51,7 @@ def _ticks_on(low: float, high: float, step: float) -> list[float]:
     if not (step > 0 and math.isfinite(step)):
         return []
     first = math.ceil(low / step - 1e-9)
-    ticks = []
+    ticks: list[float] = []
     for i in range(MAX_TICKS + 1):
         value = (first + i) * step
         if value > high + step * 1e-9 or not math.isfinite(value):
