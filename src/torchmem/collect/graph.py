@@ -38,10 +38,10 @@ from typing import Any, Iterable, Iterator
 import torch
 
 __all__ = ["storage_key", "storage_nbytes", "iter_nodes", "saved_tensors", "read_saved", "Saved",
+           "saved_names", "raw_saved_names",
            "GraphWalk", "walk"]
 
-_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
-_RAW_ATTRS: dict[type, tuple[str, ...]] = {}
+_ATTRS: dict[tuple[type, str], tuple[str, ...]] = {}
 #: the text of torch's error for a saved tensor that backward already freed
 _FREED = ("freed", "second time")
 
@@ -68,35 +68,29 @@ def storage_nbytes(t: torch.Tensor) -> int:
         return 0
 
 
-def _saved_attrs(node: Any) -> tuple[str, ...]:
-    """Names of ``node``'s ``_saved_*`` attributes (reading them unpacks: prefer raw)."""
-    cls = type(node)
-    attrs = _SAVED_ATTRS.get(cls)
+def _attrs(node: Any, prefix: str) -> tuple[str, ...]:
+    """Names of ``node``'s attributes that start with ``prefix`` (cached per node type)."""
+    key = (type(node), prefix)
+    attrs = _ATTRS.get(key)
     if attrs is None:
         try:
             names = dir(node)
         except Exception:  # noqa: BLE001 - an odd node type: nothing to read
             names = []
-        attrs = tuple(
-            a for a in names
-            if a.startswith("_saved_") and not a.endswith(("_sym_sizes", "_sym_strides"))
-        )
-        _SAVED_ATTRS[cls] = attrs
+        attrs = tuple(a for a in names if a.startswith(prefix)
+                      and not a.endswith(("_sym_sizes", "_sym_strides")))
+        _ATTRS[key] = attrs
     return attrs
 
 
-def _raw_attrs(node: Any) -> tuple[str, ...]:
-    """Names of ``node``'s raw saved-tensor accessors (cached per node type)."""
-    cls = type(node)
-    attrs = _RAW_ATTRS.get(cls)
-    if attrs is None:
-        try:
-            names = dir(node)
-        except Exception:  # noqa: BLE001 - an odd node type: nothing to read
-            names = []
-        attrs = tuple(a for a in names if a.startswith("_raw_saved_"))
-        _RAW_ATTRS[cls] = attrs
-    return attrs
+def saved_names(node: Any) -> tuple[str, ...]:
+    """Names of ``node``'s ``_saved_*`` accessors (reading one unpacks it: prefer raw)."""
+    return _attrs(node, "_saved_")
+
+
+def raw_saved_names(node: Any) -> tuple[str, ...]:
+    """Names of ``node``'s ``_raw_saved_*`` accessors (``SavedTensor`` objects)."""
+    return _attrs(node, "_raw_saved_")
 
 
 @dataclass
@@ -174,7 +168,7 @@ def read_saved(node: Any) -> Saved:
     unpacked (for checkpoint that would recompute the forward, or raise).
     """
     out = Saved()
-    for attr in _raw_attrs(node):
+    for attr in raw_saved_names(node):
         try:
             value = getattr(node, attr)
         except RuntimeError as err:  # custom Function nodes raise once backward freed them

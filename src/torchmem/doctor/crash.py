@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from torchmem.collect.graph import _raw_attrs, iter_nodes, read_saved
+from torchmem.collect.graph import raw_saved_names, iter_nodes, read_saved
 from torchmem.doctor.culprit import frame_chain, read_locals
 from torchmem.doctor.source import Statement, find_statements
 from torchmem.model.capture import Culprit, Finding
@@ -110,7 +110,7 @@ def _reaches_stale_parameter(roots: Iterable[Any]) -> bool:
     slots without a ``saved_tensors_hooks`` unpack hook are read (reading checks versions).
     """
     for node in iter_nodes(roots, limit=_MAX_NODES):
-        for attr in _raw_attrs(node):
+        for attr in raw_saved_names(node):
             name = "_saved_" + attr[len("_raw_saved_"):]
             try:
                 raw = getattr(node, attr)

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 import torch
 
-from torchmem.collect.graph import storage_key
+from torchmem.collect.graph import raw_saved_names, storage_key
 
 __all__ = ["LiveGraphs", "DyingSaves", "NO_GRAPHS", "can_account", "impl_counts_available"]
 
@@ -38,19 +38,7 @@ def impl_counts_available() -> bool:
     return _impl_use_count is not None and _storage_use_count is not None
 
 
-_RAW: dict[type, tuple[str, ...]] = {}
 _PYTHON_NODE = torch.autograd.function.BackwardCFunction
-
-
-def _raw_names(node: Any) -> tuple[str, ...]:
-    names = _RAW.get(type(node))
-    if names is None:
-        try:
-            names = tuple(a for a in dir(node) if a.startswith("_raw_saved_"))
-        except Exception:  # noqa: BLE001 - an odd node: nothing to read
-            names = ()
-        _RAW[type(node)] = names
-    return names
 
 
 def held_saved(node: Any, *, packed: bool = False) -> list[torch.Tensor]:
@@ -64,7 +52,7 @@ def held_saved(node: Any, *, packed: bool = False) -> list[torch.Tensor]:
     Freed and unreadable slots are skipped. Never raises.
     """
     out: list[torch.Tensor] = []
-    for name in _raw_names(node):
+    for name in raw_saved_names(node):
         try:
             value = getattr(node, name)
         except Exception:  # noqa: BLE001 - freed by backward, or an odd node

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Literal
 
 import torch
 
-from torchmem.collect.graph import _saved_attrs, iter_nodes, saved_tensors, storage_key
+from torchmem.collect.graph import saved_names, iter_nodes, saved_tensors, storage_key
 from torchmem.errors import InputMutationError, UsageError
 from torchmem.model.scope import InplaceVerdict
 from torchmem.scope._objects import named_tensors
@@ -52,7 +52,7 @@ def _name(node: Any) -> str:
 
 def _version_mismatch(node: Any) -> bool:
     """True when unpacking one of ``node``'s saved tensors fails on a version check."""
-    for attr in _saved_attrs(node):
+    for attr in saved_names(node):
         try:
             getattr(node, attr)
         except RuntimeError as e:
