@@ -19,11 +19,10 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 
 At the end (however the script ended) it turns that evidence into findings
 (:func:`torchmem.doctor.causes.diagnose`). The census of live tensors (largest storages,
-bytes by role) is taken at the deep-analysis boundaries where memory reached a new high
-(and at the last step of ``--steps``), while the script's objects are alive, and the
-most recent one is kept. Each costs a gc listing plus a pass over the live tensors
-(tens of milliseconds with a small model; at most the number of boundaries, about
-``2 log2(N)``); when the script fails, it is taken again at the failure point. It holds no tensor of the script between calls: snapshots are plain data,
+bytes by role) is taken at the power-of-two deep-analysis boundaries where memory
+reached a new high (and at the last step of ``--steps``), while the script's objects
+are alive, and the most recent one is kept. Each costs a gc listing plus a pass over
+the live tensors (tens of milliseconds with a small model; at most ``log2(N)`` of them); when the script fails, it is taken again at the failure point. It holds no tensor of the script between calls: snapshots are plain data,
 parameters are held by weak references.
 
 A part of the analysis that fails (an exception inside torchmem) never stops the other
@@ -178,7 +177,7 @@ class DoctorProbe(Probe):
                     self._guard("garbage inspection", step, self._maybe_collect, run, step)
                     self._guard("variable snapshot", step, self._snapshot, run, step, frame)
                     self._guard("allocator statistics", step, self._allocator, step)
-                    if self.census_at_end and (last or self._census_due(run)):
+                    if self.census_at_end and (last or self._census_due(run, step)):
                         self._guard("census", step, self._take_census, step)
                 self._guard("gradient check", step, self._start_grad_check, run, step, frame)
             finally:
@@ -208,10 +207,14 @@ class DoctorProbe(Probe):
             out.append(line + (f" (and {more} more time{'s' if more > 1 else ''})" if more else ""))
         return out
 
-    def _census_due(self, run: Run) -> bool:
-        """A new census at this boundary: none yet, or memory at a new high on some device."""
+    def _census_due(self, run: Run, step: int) -> bool:
+        """A new census at this boundary: none yet, or, at a power-of-two step, memory
+        above where the last census was taken on some device. A census costs tens of
+        ms; this keeps it to one per doubling of the run (about log2(steps) in all)."""
         if self.census is None or not run.steps:
             return True
+        if step & (step - 1):
+            return False
         now = run.steps[-1].used
         return any(v > self._census_used.get(d, 0) for d, v in now.items())
 
