@@ -15,6 +15,7 @@ from typing import Any
 from torchmem._files import write_file
 from torchmem.errors import CaptureError
 from torchmem.model._serde import Record
+from torchmem.model.lines import LineProfile, LineRecord
 from torchmem.model.schema import NON_NEGATIVE, SchemaError, bounds, describe, validate
 
 __all__ = [
@@ -194,6 +195,10 @@ class Capture(Record):
         bytes_by_role: role -> bytes at the end of the run (or at the failure).
         notes: extra sentences for the report (e.g. why a verdict is undecided).
         environment: python/torch versions, platform, device names.
+        lines: memory per source line (``torchmem lines``), ranked: the line that keeps
+            a leak alive first, then by growth per step and bytes at the peak.
+        line_profile: how ``lines`` were measured (profiled steps, peak) and the
+            allocation sites of the largest storages; None without ``torchmem lines``.
     """
 
     tool: str
@@ -218,6 +223,8 @@ class Capture(Record):
                                           metadata=bounds(min=0, max_items=100_000))
     notes: tuple[str, ...] = field(default=(), metadata=_MANY)
     environment: dict[str, str] = field(default_factory=dict, metadata=_MANY)
+    lines: tuple[LineRecord, ...] = field(default=(), metadata=_MANY)
+    line_profile: LineProfile | None = None
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this capture as JSON, atomically (a failed write leaves no partial file),
