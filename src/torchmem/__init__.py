@@ -85,3 +85,19 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext torchmem`` in IPython/Jupyter: the ``%%torchmem`` and
+    ``%torchmem_doctor`` magics (:mod:`torchmem.integrations.notebook`; IPython is
+    imported only here)."""
+    from torchmem.integrations.notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext torchmem``: remove the magics."""
+    from torchmem.integrations.notebook import unload_ipython_extension as unload
+
+    unload(ipython)

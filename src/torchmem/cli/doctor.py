@@ -51,10 +51,6 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="only the per-step growth verdict: no analysis of the script's "
                              "variables (cheapest)")
     parser.add_argument("--quiet", action="store_true", help="print no report")
-    parser.add_argument("--rank-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="under torchrun: how long rank 0 waits for the other ranks' "
-                             "captures to print one report for every rank (default: 60; "
-                             "0: no merged report)")
     add_target_arguments(parser)
     return parser
 
@@ -80,8 +76,6 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
         raise UsageError(f"--steps must be at least 1; got {args.steps}")
     if args.interval < 0:
         raise UsageError(f"--interval must be >= 0 seconds; got {args.interval}")
-    if not args.rank_timeout >= 0:
-        raise UsageError(f"--rank-timeout must be >= 0 seconds; got {args.rank_timeout}")
     render_html: Any = None
     if args.html:
         try:
@@ -97,9 +91,6 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
     json_out = output("--json", args.json, rank_path)
     html_out = output("--html", args.html, rank_path)
     check_outputs([json_out, html_out], script_inputs(target.path, target.args))
-    from torchmem.cli._rank_report import RankMerge
-
-    merge = RankMerge.prepare(args.json, args.html, args.rank_timeout)
     stream = ReportStream()
     from torchmem.cli.run import render_report, save_capture
     from torchmem.doctor.probe import DoctorProbe
@@ -122,9 +113,6 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
         except (OSError, ValueError) as err:
             stream.say(f"{prog}: error: cannot write {html_out.shown}: "
                        f"{getattr(err, 'strerror', None) or err}")
-            code = code or 2
-        else:
-            stream.say(f"HTML report written to {html_out.shown}")
-    merge.finish(capture, source=json_out.shown if json_out else "rank 0", quiet=args.quiet,
-                 stream=stream, prog=prog)
+            return code or 2
+        stream.say(f"HTML report written to {html_out.shown}")
     return code
