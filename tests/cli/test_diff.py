@@ -1,0 +1,207 @@
+"""``torchmem diff`` through the real CLI: captures recorded by running a real script under
+``torchmem doctor --json`` / ``torchmem run --json`` (batch 32 vs 64, a leak added), and
+hand-built captures for the refusals."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchmem.cli import main
+from torchmem.model.capture import Capture, Culprit, Finding, StepRecord
+
+SCRIPT = """
+import sys, torch
+batch = int(sys.argv[1])
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+history = []
+for step in range(16):
+    x = torch.randn(batch, 128)
+    y = torch.randint(0, 10, (batch,))
+    out = model(x)
+    loss = torch.nn.functional.cross_entropy(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if "leak" in sys.argv:
+        history.append(out.repeat(1, 200))
+    print(f"{step} {loss.item():.6f}")
+"""
+LEAK_LINE = SCRIPT.strip().splitlines().index("        history.append(out.repeat(1, 200))") + 1
+
+
+def torchmem(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "torchmem", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """b32.json, b64.json and leak.json (doctor), run32.json (run) of the same script."""
+    work = tmp_path_factory.mktemp("diff")
+    (work / "train.py").write_text(textwrap.dedent(SCRIPT).lstrip())
+    for out, tool, args in (("b32.json", "doctor", ["32"]), ("b64.json", "doctor", ["64"]),
+                            ("leak.json", "doctor", ["32", "leak"]),
+                            ("run32.json", "run", ["32"])):
+        proc = torchmem(tool, "--quiet", "--json", out, "train.py", *args, cwd=work)
+        assert proc.returncode == 0, proc.stderr
+    return work
+
+
+@pytest.mark.slow
+def test_a_bigger_batch_is_explained_with_its_numbers(runs):
+    proc = torchmem("diff", "b32.json", "b64.json", "--json", "d.json", cwd=runs)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("torchmem diff: b32.json -> b64.json")
+    assert "train.py 32" in out and "train.py 64" in out
+    a, b = Capture.load(runs / "b32.json"), Capture.load(runs / "b64.json")
+    other_a, other_b = a.bytes_by_role["other"], b.bytes_by_role["other"]
+    assert other_b == pytest.approx(2 * other_a, rel=0.05)  # x, y and out double
+    assert "a larger batch, about ×2.00" in out
+    assert "an unnamed other float32 tensor (32, 128) -> (64, 128)" in out
+    assert "while model state (parameters, gradients, optimizer state) stayed" in out
+    data = json.loads((runs / "d.json").read_text())
+    assert data["exceeded"] == [] and data["diff"]["explanations"][0]["kind"] == "batch_size"
+    roles = {r["key"]: (r["a"], r["b"]) for r in data["diff"]["roles"]}
+    assert roles["other"] == (other_a, other_b)
+    assert roles["parameter"][0] == roles["parameter"][1] == a.bytes_by_role["parameter"]
+
+
+@pytest.mark.slow
+def test_a_leak_names_the_new_holder_and_fails_the_growth_limit(runs):
+    proc = torchmem("diff", "b32.json", "leak.json", "--fail-over", "growth=64KiB", cwd=runs)
+    assert proc.returncode == 1, proc.stderr
+    leak = Capture.load(runs / "leak.json")
+    finding = leak.findings[0]
+    assert finding.culprit is not None and finding.culprit.name == "history"
+    assert (f"new holder in leak.json: `history` (train.py:{LEAK_LINE}) keeps a retained "
+            "autograd graph") in proc.stdout
+    assert "memory grows on cpu in leak.json by" in proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("torchmem diff: growth on cpu rose from ")
+    assert lines[0].endswith("over the --fail-over growth=64KiB limit")
+    # the same comparison within a generous limit, and the other way round, pass
+    assert torchmem("diff", "b32.json", "leak.json", "--quiet", "--fail-over", "growth=1GiB",
+                    cwd=runs).returncode == 0
+    back = torchmem("diff", "leak.json", "b32.json", "--fail-over", "growth=0B",
+                    "--fail-over", "0%", cwd=runs)
+    assert back.returncode == 0, back.stderr
+    assert "`history`" in back.stdout and "no longer keeps a retained autograd graph" in back.stdout
+
+
+@pytest.mark.slow
+def test_the_peak_limit_in_bytes_and_percent(runs):
+    a, b = Capture.load(runs / "b32.json"), Capture.load(runs / "leak.json")
+    rise = b.peak["cpu"] - a.peak["cpu"]
+    assert rise > 1 << 20  # 16 steps of a 250 KiB graph kept
+    over = torchmem("diff", "b32.json", "leak.json", "--quiet", "--fail-over", "1MiB", cwd=runs)
+    assert over.returncode == 1
+    assert over.stdout == ""
+    assert "torchmem diff: peak on cpu rose from" in over.stderr
+    pct = 100 * rise / a.peak["cpu"]
+    under = torchmem("diff", "b32.json", "leak.json", "--quiet",
+                     "--fail-over", f"peak={pct * 1.5:.3f}%", cwd=runs)
+    assert under.returncode == 0 and under.stderr == ""
+
+
+@pytest.mark.slow
+def test_the_same_capture_twice_differs_in_nothing(runs):
+    proc = torchmem("diff", "b32.json", "b32.json", "--fail-over", "0%",
+                    "--fail-over", "growth=0%", cwd=runs)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to explain" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_run_capture_compares_with_a_doctor_capture(runs):
+    proc = torchmem("diff", "run32.json", "b32.json", cwd=runs)
+    assert proc.returncode == 0, proc.stderr
+    assert "torchmem run" in proc.stdout and "torchmem doctor" in proc.stdout
+    assert "growth/step cpu" in proc.stdout
+
+
+# -- refusals (hand-built captures) ------------------------------------------------------------
+def capture(devices: tuple[str, ...] = ("cpu",), name: str = "losses") -> Capture:
+    steps = tuple(StepRecord(step=i, time=0.1 * i, used={d: 1000 * i for d in devices})
+                  for i in range(1, 11))
+    finding = Finding(cause="retained_graph", title="retained autograd graph", bytes=100,
+                      culprit=Culprit(name=name, file="t.py", line=3))
+    return Capture(tool="torchmem doctor", version="0", argv=("t.py",), started_at="x",
+                   duration_s=1.0, exit_code=0, outcome="ok", devices=devices, steps=steps,
+                   peak={d: 10_000 for d in devices}, findings=(finding,))
+
+
+def test_different_devices_are_refused_unless_one_is_chosen(tmp_path, capsys):
+    capture(("cpu",)).save(tmp_path / "a.json")
+    capture(("cpu", "cuda:0")).save(tmp_path / "b.json")
+    code = main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "measured cpu and" in err and "cpu, cuda:0; expected the same devices" in err
+    assert "Tip: --device cpu compares one device both measured" in err
+    assert main(["diff", "--device", "cpu", str(tmp_path / "a.json"),
+                 str(tmp_path / "b.json")]) == 0
+    assert main(["diff", "--device", "cuda:0", str(tmp_path / "a.json"),
+                 str(tmp_path / "b.json")]) == 2
+    assert "--device cuda:0: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "capture not found"),
+    (b"", "expected JSON, got an empty file"),
+    (b'{"schema_version": 1, "tool": "torchmem doctor"', "expected JSON, got a parse error"),
+    (b'{"schema_version": 99, "tool": "torchmem doctor"}', "this torchmem reads 1..1"),
+    (b'{"hello": 1}', "is not a torchmem capture"),
+    (pickle.dumps({"segments": []}), "refused"),
+])
+def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, content, message):
+    capture().save(tmp_path / "a.json")
+    bad = tmp_path / "b.bin"
+    if content is not None:
+        bad.write_bytes(content)
+    code = main(["diff", str(tmp_path / "a.json"), str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("torchmem diff: error: ") and "Traceback" not in err
+    if message != "refused":
+        assert message in err
+    else:  # a pickle: a snapshot, or refused as one this torchmem cannot read
+        assert "pickle" in err or "snapshot" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fail-over", "lots"], "--fail-over: expected a percentage or a byte quantity"),
+    (["--fail-over", "memory=5%"], "--fail-over: expected"),
+    (["--width", "10"], "--width must be at least 40"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_usage_errors(tmp_path, capsys, args, message):
+    capture().save(tmp_path / "a.json")
+    code = main(["diff", *args, str(tmp_path / "a.json"), str(tmp_path / "a.json")])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_json_output_may_not_overwrite_an_input(tmp_path, capsys):
+    capture().save(tmp_path / "a.json")
+    a = str(tmp_path / "a.json")
+    assert main(["diff", a, a, "--json", a]) == 2
+    assert "would overwrite the capture" in capsys.readouterr().err
+
+
+def test_strings_from_a_capture_cannot_drive_the_terminal(tmp_path, capsys):
+    capture(name="x").save(tmp_path / "a.json")
+    capture(name="evil\x1b[2J\x1b]52;c;AAAA\x07").save(tmp_path / "b.json")
+    assert main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b[2J" in out
