@@ -2,9 +2,10 @@
 
 Prints four tables:
 
+0. one torch call on a small tensor: bare, under the no-op floors, under each engine;
 1. step time of an MLP and an LSTM-cell training step: no mode (baseline), a no-op
-   TorchDispatchMode, and ``torchmem.scope()`` around each step; ratios and the cost
-   per aten op in microseconds;
+   TorchFunctionMode and ``torchmem.scope()`` (the default "calls" engine), a no-op
+   TorchDispatchMode and ``torchmem.scope(engine="dispatch")``, around each step;
 2. a loop whose temporaries are trapped in reference cycles: heap growth and step time
    without a scope, with ``gc.collect()`` every step (TorchSharp's technique 1), with
    ``torchmem.every(n=10)``, and with a scope per step (technique 2, made automatic);
@@ -21,6 +22,7 @@ slows them alike. Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import statistics
 import time
@@ -106,6 +108,9 @@ def _time(fn: Callable[[], None], steps: int, wrap: str) -> float:
         elif wrap == "fn_noop":
             with _FnNoOp():
                 fn()
+        elif wrap == "scope_dispatch":
+            with torchmem.scope(engine="dispatch"):
+                fn()
         else:
             with torchmem.scope():
                 fn()
@@ -113,40 +118,37 @@ def _time(fn: Callable[[], None], steps: int, wrap: str) -> float:
 
 
 def table_micro(rounds: int) -> None:
-    print(f"\n0. one aten op on a 16-float tensor, 2000 ops per round (median of {rounds} rounds)")
-    print(f"{'op':<22} {'baseline us':>12} {'no-op mode us':>14} {'scope us':>9} {'scope - noop us':>16}")
+    print(f"\n0. one torch call on a 16-float tensor, 2000 calls per round (median of {rounds} rounds)")
+    print(f"{'op':<22} {'baseline us':>12} {'fn no-op us':>12} {'scope us':>9} "
+          f"{'dispatch no-op us':>18} {'scope dispatch us':>18}")
     x = torch.ones(16)
     ops = {"x + 1 (new storage)": lambda: x + 1, "x.view(4, 4) (view)": lambda: x.view(4, 4)}
+    wraps = ("none", "fn_noop", "scope", "noop", "scope_dispatch")
     for label, op in ops.items():
         def run(wrap: str) -> float:
+            ctx: Any = {"none": contextlib.nullcontext, "fn_noop": _FnNoOp, "noop": _NoOp,
+                        "scope": torchmem.scope,
+                        "scope_dispatch": lambda: torchmem.scope(engine="dispatch")}[wrap]()
             t0 = time.perf_counter()
-            if wrap == "none":
+            with ctx:
                 for _ in range(2000):
                     op()
-            elif wrap == "noop":
-                with _NoOp():
-                    for _ in range(2000):
-                        op()
-            else:
-                with torchmem.scope():
-                    for _ in range(2000):
-                        op()
             return (time.perf_counter() - t0) / 2000 * 1e6
 
-        res: dict[str, list[float]] = {"none": [], "noop": [], "scope": []}
+        res: dict[str, list[float]] = {w: [] for w in wraps}
         for _ in range(rounds):
-            for w in res:
+            for w in wraps:
                 res[w].append(run(w))
-        b, n, sc = (statistics.median(res[w]) for w in ("none", "noop", "scope"))
-        print(f"{label:<22} {b:>12.2f} {n:>14.2f} {sc:>9.2f} {sc - n:>16.2f}")
+        b, f, sc, n, sd = (statistics.median(res[w]) for w in wraps)
+        print(f"{label:<22} {b:>12.2f} {f:>12.2f} {sc:>9.2f} {n:>18.2f} {sd:>18.2f}")
 
 
 def table_per_op(rounds: int, steps: int) -> None:
-    print("\n1. a scope around each training step vs the floors of Python interposition "
-          f"(median of {rounds} rounds)")
+    print("\n1. a scope around each training step (default engine \"calls\", and "
+          f"engine=\"dispatch\") vs the floors of Python interposition (median of {rounds} rounds)")
     print(f"{'workload':<10} {'ops/step':>8} {'baseline ms':>12} {'fn no-op x':>11} "
-          f"{'dispatch no-op x':>17} {'scope x':>8} {'scope us/op':>12} {'vs noop us/op':>14}")
-    variants = ("none", "fn_noop", "noop", "scope")
+          f"{'scope x':>8} {'dispatch no-op x':>17} {'scope dispatch x':>17}")
+    variants = ("none", "fn_noop", "scope", "noop", "scope_dispatch")
     for name, make in (("mlp", _mlp), ("lstm_cell", _lstm)):
         fn = make()
         counter = _Count()
@@ -159,9 +161,9 @@ def table_per_op(rounds: int, steps: int) -> None:
         for _ in range(rounds):
             for w in variants:
                 res[w].append(_time(fn, steps, w))
-        b, f, n, s = (statistics.median(res[w]) for w in variants)
-        print(f"{name:<10} {ops:>8} {b * 1e3:>12.3f} {f / b:>11.2f} {n / b:>17.2f} "
-              f"{s / b:>8.2f} {(s - b) / ops * 1e6:>12.2f} {(s - n) / ops * 1e6:>14.2f}")
+        b, f, s, n, sd = (statistics.median(res[w]) for w in variants)
+        print(f"{name:<10} {ops:>8} {b * 1e3:>12.3f} {f / b:>11.2f} {s / b:>8.2f} "
+              f"{n / b:>17.2f} {sd / b:>17.2f}")
 
 
 class _Node:

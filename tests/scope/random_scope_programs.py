@@ -3,14 +3,15 @@
 Each program is drawn from building blocks real training code uses: micro-batch
 gradient accumulation (into a pre-existing tensor in place, into kept tensors, or by a
 backward pass per micro-batch), in-place updates of tensors created outside the scope
-(with and without a graph, through views), tensor hooks whose closures hold scope
+(with and without a graph, through views and item assignment), a gradient penalty
+made with ``create_graph=True``, a custom autograd Function, tensor hooks whose closures hold scope
 tensors, checkpointed blocks, saved-tensor hooks, in-place activations, optimizer steps
 inside the scope, nested scopes and kept views. Every program follows the scope
 contract (what is used after the scope is kept, or existed before it), so the scoped
 run must give the same parameters, gradients and losses, bit for bit, and must not
 raise. A crash of the process fails the calling test with the seed printed last.
 
-Usage: ``python random_scope_programs.py --programs 150 --seed 0``
+Usage: ``python random_scope_programs.py --programs 150 --seed 0 [--engine dispatch]``
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 import torchmem
+
+
+ENGINE = "calls"
 
 
 def _model(rng: random.Random) -> torch.nn.Module:
@@ -50,13 +54,14 @@ def _program(seed: int, scoped: bool) -> list[torch.Tensor]:
     data = torch.randn(steps, micro, 5, 6)
     accumulate = rng.choice(["inplace_total", "kept_list", "backward_each", "rebound_total"])
     extras = {name for name in ("outside_view", "ema", "hook", "checkpoint", "save_on_cpu",
-                                "inplace_act", "nested", "kept_view") if rng.random() < 0.35}
+                                "inplace_act", "nested", "kept_view", "grad_penalty",
+                                "setitem", "custom_fn") if rng.random() < 0.35}
     buf = torch.zeros(micro, 1)
     ema = torch.zeros(())
     log: list[torch.Tensor] = []
 
     def scope() -> Any:
-        return torchmem.scope() if scoped else _NoScope()
+        return torchmem.scope(engine=ENGINE) if scoped else _NoScope()
 
     for step in range(steps):
         if optim is not None:
@@ -79,13 +84,21 @@ def _program(seed: int, scoped: bool) -> list[torch.Tensor]:
                 if "inplace_act" in extras:
                     h = h * 1.0
                     h.tanh_()
+                if "custom_fn" in extras:
+                    h = _Square.apply(h)
                 if "hook" in extras and h.requires_grad:
                     scale = torch.full_like(h, 0.5)
                     h.register_hook(lambda g, scale=scale: g * scale)
                 if "nested" in extras:
-                    with (torchmem.scope() if scoped else _NoScope()) as inner:
+                    with (torchmem.scope(engine=ENGINE) if scoped else _NoScope()) as inner:
                         h = inner.keep(h * 2 - h)
                 loss = h.pow(2).mean() / micro
+                if "grad_penalty" in extras:  # WGAN-GP: a create_graph=True gradient
+                    point = (x * 0.5).requires_grad_(True)
+                    g, = torch.autograd.grad(model(point).sum(), point, create_graph=True)
+                    loss = loss + (g.norm(2, dim=1) - 1).pow(2).mean() / micro
+                if "setitem" in extras:
+                    buf[i] = h.mean() if accumulate != "backward_each" else h.mean().detach()
                 if "outside_view" in extras:
                     row = buf[i]  # a view of a tensor made before the scope
                     row.add_(h.mean() if accumulate != "backward_each" else h.mean().detach())
@@ -105,7 +118,7 @@ def _program(seed: int, scoped: bool) -> list[torch.Tensor]:
                     log.append(s.keep(loss.detach().clone()))
         if accumulate == "kept_list":
             total = torch.stack(kept).sum()
-        if "outside_view" in extras:
+        if "outside_view" in extras or "setitem" in extras:
             total = total + buf.sum()
             buf = torch.zeros(micro, 1)
         if accumulate != "backward_each":
@@ -116,6 +129,18 @@ def _program(seed: int, scoped: bool) -> list[torch.Tensor]:
     out = [p.detach().clone() for p in model.parameters()]
     out += [p.grad.clone() for p in model.parameters() if p.grad is not None]
     return out + log + [ema.clone()]
+
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
 
 
 class _NoScope(contextlib.nullcontext):
@@ -130,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--programs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--engine", default="calls", help="the scope engine to test")
     args = parser.parse_args(argv)
+    global ENGINE
+    ENGINE = args.engine
     mismatches = crashes = 0
     for k in range(args.programs):
         seed = args.seed * 100_000 + k

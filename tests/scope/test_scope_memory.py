@@ -126,7 +126,7 @@ def test_gradients_and_outputs_are_bit_identical_with_and_without_scope() -> Non
         assert torch.equal(a, b)
 
 
-def test_backward_inside_scope_and_optimizer_step_survive() -> None:
+def test_backward_inside_scope_and_optimizer_step_survive(scope_engine: str) -> None:
     torch.manual_seed(1)
     model = torch.nn.Linear(5, 3)
     opt = torch.optim.Adam(model.parameters())
@@ -135,7 +135,8 @@ def test_backward_inside_scope_and_optimizer_step_survive() -> None:
         model(x).pow(2).sum().backward()
         opt.step()
     r = s.report
-    assert r.protected.get("autograd", 0) >= 2  # weight.grad, bias.grad
+    if scope_engine == "dispatch":  # the calls engine never registers gradients
+        assert r.protected.get("autograd", 0) >= 2  # weight.grad, bias.grad
     assert r.protected.get("optimizer_state", 0) >= 4  # exp_avg, exp_avg_sq per param
     for p in model.parameters():
         assert type(p.grad) is torch.Tensor and p.grad.untyped_storage().nbytes() == p.nbytes

@@ -19,7 +19,8 @@ import torchmem
 from torchmem.scope._free import is_released
 
 _PRELUDE = """
-import torch, torchmem
+import functools, torch, torchmem
+torchmem.scope = functools.partial(torchmem.scope, engine=ENGINE)
 torch.manual_seed(0)
 def grads(model):
     return [p.grad.clone() for p in model.parameters()]
@@ -28,9 +29,10 @@ def same(a, b):
 """
 
 
-def _run(code: str) -> subprocess.CompletedProcess[str]:
+def _run(engine: str, code: str) -> subprocess.CompletedProcess[str]:
+    prelude = f"ENGINE = {engine!r}\n" + _PRELUDE
     return subprocess.run(
-        [sys.executable, "-c", _PRELUDE + textwrap.dedent(code)],
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
         capture_output=True, text=True, timeout=120,
     )
 
@@ -40,9 +42,9 @@ def _assert_ok(proc: subprocess.CompletedProcess[str]) -> None:
     assert "OK" in proc.stdout
 
 
-def test_accumulating_into_a_pre_existing_tensor_inside_scopes_keeps_its_graph() -> None:
+def test_accumulating_into_a_pre_existing_tensor_inside_scopes_keeps_its_graph(scope_engine: str) -> None:
     # the issue's reproducer: a segmentation fault at total.backward()
-    _assert_ok(_run("""
+    _assert_ok(_run(scope_engine, """
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
         x = torch.randn(4, 5, 8)
         def run(scoped):
@@ -62,9 +64,9 @@ def test_accumulating_into_a_pre_existing_tensor_inside_scopes_keeps_its_graph()
     """))
 
 
-def test_in_place_sum_of_a_saved_activation_survives_the_scope() -> None:
+def test_in_place_sum_of_a_saved_activation_survives_the_scope(scope_engine: str) -> None:
     # the variant that gave "Intel oneMKL INTERNAL ERROR" then "setStorage ... out of bounds"
-    _assert_ok(_run("""
+    _assert_ok(_run(scope_engine, """
         w = torch.randn(256, 256, requires_grad=True)
         def run(scoped):
             w.grad = None
@@ -86,8 +88,8 @@ def test_in_place_sum_of_a_saved_activation_survives_the_scope() -> None:
     """))
 
 
-def test_outer_scope_tensor_mutated_in_an_inner_scope_keeps_the_inner_graph() -> None:
-    _assert_ok(_run("""
+def test_outer_scope_tensor_mutated_in_an_inner_scope_keeps_the_inner_graph(scope_engine: str) -> None:
+    _assert_ok(_run(scope_engine, """
         model = torch.nn.Linear(8, 8)
         x = torch.randn(3, 4, 8)
         def run(scoped):
@@ -110,8 +112,8 @@ def test_outer_scope_tensor_mutated_in_an_inner_scope_keeps_the_inner_graph() ->
     """))
 
 
-def test_a_view_of_an_outside_tensor_updated_in_place_keeps_its_graph() -> None:
-    _assert_ok(_run("""
+def test_a_view_of_an_outside_tensor_updated_in_place_keeps_its_graph(scope_engine: str) -> None:
+    _assert_ok(_run(scope_engine, """
         w = torch.randn(16, 16, requires_grad=True)
         def run(scoped):
             w.grad = None
@@ -131,8 +133,8 @@ def test_a_view_of_an_outside_tensor_updated_in_place_keeps_its_graph() -> None:
     """))
 
 
-def test_checkpointed_blocks_and_saved_tensor_hooks_give_the_same_gradients() -> None:
-    _assert_ok(_run("""
+def test_checkpointed_blocks_and_saved_tensor_hooks_give_the_same_gradients(scope_engine: str) -> None:
+    _assert_ok(_run(scope_engine, """
         from torch.utils.checkpoint import checkpoint
         block = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8))
         x = torch.randn(5, 8)
@@ -161,8 +163,8 @@ def test_checkpointed_blocks_and_saved_tensor_hooks_give_the_same_gradients() ->
     """))
 
 
-def test_hook_closures_and_optimizer_steps_inside_scopes() -> None:
-    _assert_ok(_run("""
+def test_hook_closures_and_optimizer_steps_inside_scopes(scope_engine: str) -> None:
+    _assert_ok(_run(scope_engine, """
         model = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 1))
         data = torch.randn(5, 4, 6)
         def run(scoped):
@@ -193,7 +195,7 @@ def test_hook_closures_and_optimizer_steps_inside_scopes() -> None:
     """))
 
 
-def test_a_scope_in_a_suspended_generator_does_not_free_the_consumers_tensors() -> None:
+def test_a_scope_in_a_suspended_generator_does_not_free_the_consumers_tensors(scope_engine: str) -> None:
     def batches():
         for i in range(3):
             with torchmem.scope() as s:
@@ -206,7 +208,7 @@ def test_a_scope_in_a_suspended_generator_does_not_free_the_consumers_tensors() 
     assert [t[0].item() for t in consumer_made] == [0.0, 10.0, 20.0]
 
 
-def test_the_generator_scope_still_frees_its_own_temporaries() -> None:
+def test_the_generator_scope_still_frees_its_own_temporaries(scope_engine: str) -> None:
     leaked = []
 
     def gen():
@@ -224,7 +226,7 @@ def test_the_generator_scope_still_frees_its_own_temporaries() -> None:
     assert report.released_bytes == 4000
 
 
-def test_released_outputs_cannot_start_a_backward_that_reads_freed_memory() -> None:
+def test_released_outputs_cannot_start_a_backward_that_reads_freed_memory(scope_engine: str) -> None:
     x = torch.randn(100, requires_grad=True)
     with torchmem.scope():
         y = x.exp()  # saves its output
@@ -236,11 +238,12 @@ def test_released_outputs_cannot_start_a_backward_that_reads_freed_memory() -> N
 
 
 @pytest.mark.slow
-def test_random_programs_with_and_without_scopes_are_bitwise_equal() -> None:
+def test_random_programs_with_and_without_scopes_are_bitwise_equal(scope_engine: str) -> None:
     from pathlib import Path
 
     script = Path(__file__).with_name("random_scope_programs.py")
-    proc = subprocess.run([sys.executable, str(script), "--programs", "150", "--seed", "0"],
+    proc = subprocess.run([sys.executable, str(script), "--programs", "150", "--seed", "0",
+                           "--engine", scope_engine],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "mismatches 0" in proc.stdout and "crashes 0" in proc.stdout

@@ -138,7 +138,7 @@ def test_scope_releases_on_error_too_and_reports_it() -> None:
             raise ValueError("boom")
     assert is_released(holder[0])
     assert s.report.error == "ValueError" and s.report.released_bytes == 400
-    assert not _engine.state().stack and _engine.state().mode is None
+    assert not _engine.state().stack and not _engine.state().modes
 
 
 def test_scoped_decorator_keeps_the_return_value() -> None:
@@ -231,17 +231,26 @@ def test_report_round_trips_through_json() -> None:
     assert r.created_bytes == 12 + 12 + 20 and kept.sum().item() == 6
 
 
-def test_hooks_and_mode_are_removed_after_the_last_scope() -> None:
+def test_hooks_and_mode_are_removed_after_the_last_scope(scope_engine: str) -> None:
+    from torch.overrides import _get_current_function_mode_stack
     from torch.optim import optimizer as optmod
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
+    def modes() -> tuple[int, int]:
+        return len(_get_current_function_mode_stack()), len(_get_current_dispatch_mode_stack())
+
     before_hooks = len(optmod._global_optimizer_post_hooks)
-    before_modes = len(_get_current_dispatch_mode_stack())
+    before = modes()
+    one_more = (before[0] + 1, before[1]) if scope_engine == "calls" else (before[0], before[1] + 1)
     with torchmem.scope():
         with torchmem.scope():
-            assert len(_get_current_dispatch_mode_stack()) == before_modes + 1
+            assert modes() == one_more
+        other = "dispatch" if scope_engine == "calls" else "calls"
+        with torchmem.scope(engine=other):  # mixing engines: each mode once
+            assert modes() == (before[0] + 1, before[1] + 1)
+        assert modes() == one_more
     assert len(optmod._global_optimizer_post_hooks) == before_hooks
-    assert len(_get_current_dispatch_mode_stack()) == before_modes
+    assert modes() == before
 
 
 def test_scope_works_inside_a_tracker_and_keeps_its_count() -> None:

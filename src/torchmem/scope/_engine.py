@@ -54,6 +54,9 @@ _ALWAYS_NEW = frozenset({"aten::lift_fresh", "aten::lift_fresh_copy"})
 _current_node = getattr(torch._C, "_current_autograd_node", None)
 _saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
 _grad_enabled = torch.is_grad_enabled
+# the StorageImpl's address, equal to ``untyped_storage()._cdata``; a plain C function,
+# so reading it under a torch-function mode is not a torch call
+_storage_id = getattr(torch._C, "_storage_id", None)
 
 
 class Entry(weakref.ref):  # type: ignore[type-arg]
@@ -84,7 +87,8 @@ class ThreadState:
     def __init__(self) -> None:
         self.stack: list[Scope] = []
         self.entries: dict[int, Entry] = {}
-        self.mode: _Mode | None = None
+        # engine kind ("calls", "dispatch") -> (its mode, how many open scopes use it)
+        self.modes: dict[str, tuple[Any, int]] = {}
         self.paused = False
         self.lock = threading.Lock()
 
@@ -136,17 +140,24 @@ class ThreadState:
                 scope = scope._parent
 
     def touch(self, t: torch.Tensor) -> None:
-        """Remember ``t``, a tensor over a pre-existing storage mutated in the scope."""
+        """Remember ``t``, a tensor over a pre-existing storage mutated in the scope, and
+        its base: ``buf[i] = h`` writes through a view that dies with the statement,
+        while the graph it gave ``buf`` lives on in the base."""
         owner = owner_of(self.stack)
-        if owner is not None:
-            ref = owner._touched.get(id(t))
+        if owner is None:
+            return
+        touched = owner._touched
+        while t is not None:
+            ref = touched.get(id(t))
             if ref is None or ref() is not t:
-                owner._touched[id(t)] = weakref.ref(t)
+                touched[id(t)] = weakref.ref(t)
+            t = t._base
 
     def mark(self, t: torch.Tensor, reason: str) -> None:
         """Protect the registered storage behind ``t`` (if any) for ``reason``."""
         try:
-            key = int(t.untyped_storage()._cdata)
+            key = int(_storage_id(t)) if _storage_id is not None else int(
+                t.untyped_storage()._cdata)
         except (RuntimeError, NotImplementedError, TypeError, AttributeError):
             return
         entry = self.entries.get(key)
@@ -277,28 +288,41 @@ def state() -> ThreadState:
 
 
 def push(scope: Scope) -> ThreadState:
-    """Open ``scope`` on this thread; push the mode when it is the first."""
+    """Open ``scope`` on this thread; push its engine's mode when no open scope uses it."""
     st = state()
-    st.stack.append(scope)
-    if st.mode is None:
-        mode = _Mode(st)
+    kind = scope._engine_kind
+    mode, users = st.modes.get(kind, (None, 0))
+    if mode is None:
+        if kind == "dispatch":
+            mode = _Mode(st)
+        else:
+            from torchmem.scope._calls import CallsMode
+
+            mode = CallsMode(st)
         mode.__enter__()
-        st.mode = mode
+    st.modes[kind] = (mode, users + 1)
+    if not st.stack:
         install_hooks()
+    st.stack.append(scope)
     return st
 
 
 def pop(st: ThreadState, scope: Scope) -> None:
-    """Close ``scope`` (the innermost); pop the mode after the last one."""
+    """Close ``scope`` (the innermost); pop its engine's mode after the last user."""
     if st.stack and st.stack[-1] is scope:
         st.stack.pop()
     elif scope in st.stack:  # pragma: no cover - defensive: exits out of order
         st.stack.remove(scope)
-    if not st.stack and st.mode is not None:
-        mode, st.mode = st.mode, None
-        try:
-            mode.__exit__(None, None, None)
-        finally:
+    try:
+        mode, users = st.modes.get(scope._engine_kind, (None, 0))
+        if mode is not None:
+            if users > 1:
+                st.modes[scope._engine_kind] = (mode, users - 1)
+            else:
+                del st.modes[scope._engine_kind]
+                mode.__exit__(None, None, None)
+    finally:
+        if not st.stack:
             uninstall_hooks()
 
 

@@ -18,7 +18,7 @@ from torchmem.collect.graph import storage_key
 from torchmem.model.scope import ScopeReport
 from torchmem.scope import _engine
 from torchmem.scope._free import free_storage, invalidate, mark_released
-from torchmem.scope._graphs import DyingSaves, LiveGraphs, can_account
+from torchmem.scope._graphs import NO_GRAPHS, DyingSaves, LiveGraphs, can_account
 from torchmem.scope._objects import captured_tensors
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,8 +97,11 @@ def close(closing: Scope, error: str | None) -> ScopeReport:
     candidates = _spare_saved(candidates, live, protect, hand_on)
     free: list[tuple[_engine.Entry, list[torch.Tensor]]] = []
     if candidates:
-        dying = DyingSaves((t for e in candidates for t in e.alive_tensors()),
-                           {e.key for e in candidates}, live)
+        if closing._graphs_escape:  # graphs of unregistered gradients may reach them
+            dying = NO_GRAPHS
+        else:
+            dying = DyingSaves((t for e in candidates for t in e.alive_tensors()),
+                               {e.key for e in candidates}, live)
         for e in candidates:
             stg = e()
             if stg is None:
@@ -113,7 +116,8 @@ def close(closing: Scope, error: str | None) -> ScopeReport:
                 drop.append(e)
             else:
                 free.append((e, impls))
-        dying.clear()
+        if dying is not NO_GRAPHS:
+            dying.clear()
         del dying
         if len(free) < len(candidates):  # graphs of what was spared stay alive
             still_free = {id(e) for e in
@@ -145,6 +149,7 @@ def close(closing: Scope, error: str | None) -> ScopeReport:
     if closing._parent is not None:
         closing._parent._touched.update(closing._touched)
         closing._parent._hook_fns.extend(closing._hook_fns)
+        closing._parent._graphs_escape |= closing._graphs_escape
     closing._touched.clear()
     closing._hook_fns.clear()
     return ScopeReport(

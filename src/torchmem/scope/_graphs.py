@@ -89,17 +89,36 @@ def _grad_fns(tensors: Iterable[torch.Tensor]) -> list[Any]:
 class LiveGraphs:
     """The nodes of graphs that stay alive after the scope, and the storages they saved.
 
-    Grows incrementally: :meth:`add` walks only nodes not seen before.
+    Lazy and incremental: :meth:`add` only queues the roots' ``grad_fn``; the graphs are
+    walked (only nodes not seen before) when :attr:`nodes` or :attr:`saved_keys` is
+    first read after it, so a scope with nothing left to free walks nothing.
     """
 
     def __init__(self) -> None:
         # id -> node wrapper; holding the wrappers keeps their ids unique
-        self.nodes: dict[int, Any] = {}
-        self.saved_keys: set[int] = set()
+        self._nodes: dict[int, Any] = {}
+        self._saved_keys: set[int] = set()
+        self._pending: list[Any] = []
 
     def add(self, tensors: Iterable[torch.Tensor]) -> None:
-        queue: deque[Any] = deque(_grad_fns(tensors))
-        nodes = self.nodes
+        self._pending.extend(_grad_fns(tensors))
+
+    @property
+    def nodes(self) -> dict[int, Any]:
+        self._walk()
+        return self._nodes
+
+    @property
+    def saved_keys(self) -> set[int]:
+        self._walk()
+        return self._saved_keys
+
+    def _walk(self) -> None:
+        if not self._pending:
+            return
+        queue: deque[Any] = deque(self._pending)
+        self._pending = []
+        nodes = self._nodes
         while queue:
             node = queue.popleft()
             if id(node) in nodes:
@@ -109,7 +128,7 @@ class LiveGraphs:
             for u in saved:
                 k = storage_key(u)
                 if k is not None:
-                    self.saved_keys.add(k)
+                    self._saved_keys.add(k)
             del saved
             for nxt, _ in getattr(node, "next_functions", ()):
                 if nxt is not None and id(nxt) not in nodes:
@@ -130,10 +149,11 @@ class DyingSaves:
         # their graph cannot be shown to die with the freed tensors
         self.pinned: set[int] = set()
         seen: dict[int, Any] = {}
+        live_nodes = live.nodes
         queue: deque[Any] = deque(_grad_fns(roots))
         while queue:
             node = queue.popleft()
-            if id(node) in seen or id(node) in live.nodes:
+            if id(node) in seen or id(node) in live_nodes:
                 continue
             seen[id(node)] = node
             python_node = isinstance(node, _PYTHON_NODE)
