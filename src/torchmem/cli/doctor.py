@@ -51,6 +51,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="only the per-step growth verdict: no analysis of the script's "
                              "variables (cheapest)")
     parser.add_argument("--quiet", action="store_true", help="print no report")
+    parser.add_argument("--live", action="store_true",
+                        help="show a live panel on stderr while the script runs: memory per "
+                             "device, growth, phase, top holders of the last census (off when "
+                             "stderr is not a terminal)")
+    parser.add_argument("--rank-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="under torchrun: how long rank 0 waits for the other ranks' "
+                             "captures to print one report for every rank (default: 60; "
+                             "0: no merged report)")
     add_target_arguments(parser)
     return parser
 
@@ -68,6 +76,27 @@ def _census_summary(census: Any) -> tuple[tuple[Any, ...], dict[str, int]]:
     return tuple(rows), dict(census.bytes_by_role())
 
 
+def _live_holders(probe: Any) -> tuple[int, list[tuple[str, str, int]]] | None:
+    """The live panel's top holders: the doctor's most recent census (never a new one)."""
+    census, step = probe.census, probe.census_step
+    if census is None or step is None:
+        return None
+    return step, [(e.name or f"{e.dtype} {tuple(e.shapes[0]) if e.shapes else ()}", e.role,
+                   e.nbytes) for e in census.top(3)]
+
+
+def _live_phase(probe: Any, step: int) -> str:
+    """The live panel's words on the doctor's analysis schedule at ``step``."""
+    from torchmem.doctor.probe import analysis_steps
+
+    if not probe.deep:
+        return "doctor: growth verdict only (--growth-only)"
+    if step >= 2 and analysis_steps(step):
+        return f"doctor: deep analysis at step {step}"
+    upcoming = next(s for s in range(max(step + 1, 2), 4 * step + 8) if analysis_steps(s))
+    return f"doctor: next deep analysis at step {upcoming}"
+
+
 def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
     """Run ``torchmem doctor`` with ``argv``; return the script's exit code."""
     parser = build_parser(prog)
@@ -76,6 +105,8 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
         raise UsageError(f"--steps must be at least 1; got {args.steps}")
     if args.interval < 0:
         raise UsageError(f"--interval must be >= 0 seconds; got {args.interval}")
+    if not args.rank_timeout >= 0:
+        raise UsageError(f"--rank-timeout must be >= 0 seconds; got {args.rank_timeout}")
     render_html: Any = None
     if args.html:
         try:
@@ -91,15 +122,24 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
     json_out = output("--json", args.json, rank_path)
     html_out = output("--html", args.html, rank_path)
     check_outputs([json_out, html_out], script_inputs(target.path, target.args))
+    from torchmem.cli._rank_report import RankMerge
+
+    merge = RankMerge.prepare(args.json, args.html, args.rank_timeout)
     stream = ReportStream()
-    from torchmem.cli.run import render_report, save_capture
+    from torchmem.cli.run import live_probes, render_report, save_capture
     from torchmem.doctor.probe import DoctorProbe
     from torchmem.doctor.runner import run_script
 
     probe = DoctorProbe(deep=not args.growth_only, census_at_end=not args.growth_only)
-    result = run_script(target, [probe], max_steps=args.steps,
-                        monitor_interval=args.interval or None, keep_namespace=True,
-                        handle_sigterm=True)
+    live = live_probes(args.live, stream, f"{prog}: {target.display}", prog,
+                       holders=lambda: _live_holders(probe), phase=lambda n: _live_phase(probe, n))
+    try:
+        result = run_script(target, [*live, probe], max_steps=args.steps,
+                            monitor_interval=args.interval or None, keep_namespace=True,
+                            handle_sigterm=True)
+    finally:
+        for view in live:
+            view.close()
     top, roles = _census_summary(probe.census)
     notes = list(probe.notes) + [g.reason for g in probe.growth if g.verdict == "undecided"]
     capture = result.to_capture("torchmem doctor", findings=probe.findings, growth=probe.growth,
@@ -113,6 +153,9 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
         except (OSError, ValueError) as err:
             stream.say(f"{prog}: error: cannot write {html_out.shown}: "
                        f"{getattr(err, 'strerror', None) or err}")
-            return code or 2
-        stream.say(f"HTML report written to {html_out.shown}")
+            code = code or 2
+        else:
+            stream.say(f"HTML report written to {html_out.shown}")
+    merge.finish(capture, source=json_out.shown if json_out else "rank 0", quiet=args.quiet,
+                 stream=stream, prog=prog)
     return code

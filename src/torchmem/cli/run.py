@@ -10,7 +10,7 @@ which stops the script cleanly and still writes the report and the capture).
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from typing import Any, Sequence
 
 from torchmem.cli._output import (
     Output,
@@ -49,6 +49,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--interval", type=float, default=0.05, metavar="SECONDS",
                         help="background sampling interval (default: 0.05; 0 disables it)")
     parser.add_argument("--quiet", action="store_true", help="print no summary")
+    parser.add_argument("--live", action="store_true",
+                        help="show a live panel on stderr while the script runs: memory per "
+                             "device, growth, phase (off when stderr is not a terminal)")
     add_target_arguments(parser)
     return parser
 
@@ -67,12 +70,33 @@ def main(argv: Sequence[str], prog: str = "torchmem run") -> int:
 
     from torchmem.doctor.runner import run_script
 
-    result = run_script(target, max_steps=args.steps, monitor_interval=args.interval or None,
-                        keep_namespace=True, handle_sigterm=True)
+    live = live_probes(args.live, stream, f"{prog}: {target.display}", prog)
+    try:
+        result = run_script(target, live, max_steps=args.steps,
+                            monitor_interval=args.interval or None, keep_namespace=True,
+                            handle_sigterm=True)
+    finally:
+        for probe in live:
+            probe.close()
     capture = result.to_capture("torchmem run")
     if not args.quiet:
         render_report(capture, stream)
     return save_capture(capture, json_out, result.exit_code, prog, stream)
+
+
+def live_probes(enabled: bool, stream: ReportStream, title: str, prog: str,
+                **kwargs: Any) -> list[Any]:
+    """The ``--live`` panel's probe, or none: when not asked for, or when stderr is not a
+    terminal (then one note line says so)."""
+    if not enabled:
+        return []
+    from torchmem.report.live import LiveProbe, live_refusal
+
+    refusal = live_refusal(stream.get())
+    if refusal is not None:
+        stream.say(f"{prog}: note: --live is off: {refusal}")
+        return []
+    return [LiveProbe(stream.get(), title, **kwargs)]
 
 
 def render_report(capture: "Capture", stream: ReportStream) -> None:
