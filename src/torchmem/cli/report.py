@@ -38,7 +38,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         description="Render a capture written by 'torchmem run --json' or "
                     "'torchmem doctor --json' as text (default), HTML or JSON.",
     )
-    parser.add_argument("capture", metavar="FILE.json", help="a capture written with --json")
+    parser.add_argument("capture", metavar="FILE.json", nargs="+",
+                        help="a capture written with --json; several: the ranks of one "
+                             "torchrun job (run.rank*.json), merged into one report")
     parser.add_argument("--text", action="store_true",
                         help="print the text report (the default when no output is given)")
     parser.add_argument("--html", metavar="OUT", help="write a self-contained HTML page")
@@ -57,6 +59,11 @@ def main(argv: Sequence[str], prog: str = "torchmem report") -> int:
         InputError: an output file cannot be written (exit code 2).
     """
     args = build_parser(prog).parse_args(list(argv))
+    from torchmem.cli._rank_report import is_rank_report, report_ranks
+
+    if len(args.capture) > 1 or is_rank_report(args.capture[0]):
+        return report_ranks(args, prog)
+    args.capture = args.capture[0]
     if args.width is not None and args.width < 20:
         raise UsageError(f"--width must be at least 20 columns; got {args.width}")
     html_out = output("--html", args.html)

@@ -28,6 +28,8 @@ def environment() -> dict[str, str]:
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):  # set by torchrun
         if os.environ.get(name):
             env[name.lower()] = os.environ[name]
+    if os.environ.get("TORCHELASTIC_RUN_ID"):  # tells the ranks of one torchrun job
+        env["run_id"] = os.environ["TORCHELASTIC_RUN_ID"]
     return env
 
 
