@@ -13,9 +13,9 @@ import torch
 import logging
 # ... (lines 11-13 omitted)
 class Trainer():
-    # ... (lines 15-20 omitted)
+    ...  # (lines 15-20 omitted)
     def train(self, model, train_loader, train_sampler, valid_loader_list, opt, loss_type, start_epoch, num_epochs, label2id, id2label, last_metrics=None):
-        # ... (lines 22-32 omitted)
+        ...  # (lines 22-32 omitted)
         history = []
         start_time = time.time()
         best_valid_loss = 1000000000 if last_metrics is None else last_metrics['valid_loss']

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 # ... (lines 6-7 omitted)
 class LabelModel(nn.Module):
-    # ... (lines 9-52 omitted)
+    ...  # (lines 9-52 omitted)
     def _do_estimate_label_model(self, batches, config):
         """Internal method for optimizing model parameters.
 

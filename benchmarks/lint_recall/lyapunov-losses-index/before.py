@@ -6,14 +6,14 @@ import torch
 import robust_value_approx.line_search_gd as line_search_gd
 # ... (lines 10-36 omitted)
 class TrainLyapunovReLU:
-    # ... (lines 38-130 omitted)
+    ...  # (lines 38-130 omitted)
     def total_loss(
             self, relu, state_samples_all, state_samples_next,
             lyapunov_positivity_sample_cost_weight=None,
             lyapunov_derivative_sample_cost_weight=None,
             lyapunov_positivity_mip_cost_weight=None,
             lyapunov_derivative_mip_cost_weight=None):
-        # ... (lines 137-281 omitted)
+        ...  # (lines 137-281 omitted)
         loss = positivity_sample_loss + derivative_sample_loss + \
             positivity_mip_loss + derivative_mip_loss
         return loss, lyapunov_positivity_mip.gurobi_model.ObjVal,\

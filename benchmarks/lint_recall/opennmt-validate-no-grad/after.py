@@ -8,7 +8,7 @@ import onmt.utils
 from onmt.utils.logging import logger
 # ... (lines 17-59 omitted)
 class Trainer(object):
-    # ... (lines 61-210 omitted)
+    ...  # (lines 61-210 omitted)
     def validate(self, valid_iter):
         """ Validate model.
             valid_iter: validate data iterator

@@ -7,7 +7,7 @@ import onmt.utils
 from onmt.utils.logging import logger
 # ... (lines 16-58 omitted)
 class Trainer(object):
-    # ... (lines 60-209 omitted)
+    ...  # (lines 60-209 omitted)
     def validate(self, valid_iter):
         """ Validate model.
             valid_iter: validate data iterator

@@ -7,7 +7,7 @@ import horovod.torch as hvd
 from packnet_sfm.trainers.base_trainer import BaseTrainer, sample_to_cuda
 # ... (lines 7-11 omitted)
 class HorovodTrainer(BaseTrainer):
-    # ... (lines 13-67 omitted)
+    ...  # (lines 13-67 omitted)
     def train(self, dataloader, module, optimizer):
         # Set module to train
         module.train()

@@ -6,7 +6,7 @@ from collections import defaultdict
 import torch
 # ... (lines 19-35 omitted)
 class Trainer(object):
-    # ... (lines 37-214 omitted)
+    ...  # (lines 37-214 omitted)
     def _eval_step(self, batch):
         """Evaluate model one step."""
         # parse batch

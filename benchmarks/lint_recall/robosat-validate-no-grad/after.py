@@ -8,7 +8,7 @@ import collections
 import torch
 # ... (lines 9-45 omitted)
 def main(args):
-    # ... (lines 47-81 omitted)
+    ...  # (lines 47-81 omitted)
     train_loader, val_loader = get_dataset_loaders(model, dataset)
 
     num_epochs = model["opt"]["epochs"]

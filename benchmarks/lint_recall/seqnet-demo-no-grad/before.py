@@ -15,7 +15,7 @@ from models.seqnet import SeqNet
 from utils.utils import resume_from_ckpt
 # ... (lines 13-14 omitted)
 def visualize_result(img_path, detections, similarities):
-    # ... (lines 16-39 omitted)
+    ...  # (lines 16-39 omitted)
     plt.close(fig)
 
 

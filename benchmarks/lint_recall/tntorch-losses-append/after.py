@@ -8,7 +8,7 @@ import time
 from functools import reduce
 # ... (lines 6-7 omitted)
 def optimize(tensors, loss_function, optimizer=torch.optim.Adam, tol=1e-4, max_iter=1e4, print_freq=500, verbose=True):
-    # ... (lines 9-23 omitted)
+    ...  # (lines 9-23 omitted)
     if not isinstance(tensors, (list, tuple)):
         tensors = [tensors]
     parameters = []

@@ -10,7 +10,7 @@ from torch.cuda.amp import GradScaler, autocast
 # ... (lines 15-36 omitted)
 class ModelTrainer:
     def __init__(self, cfg: Config, model: YOLO, vec2box: Vec2Box, progress: ProgressLogger, device, use_ddp: bool):
-        # ... (lines 39-45 omitted)
+        ...  # (lines 39-45 omitted)
         self.loss_fn = create_loss_function(cfg, vec2box)
     # ... (lines 47-68 omitted)
     def train_one_batch(self, images: Tensor, targets: Tensor):
