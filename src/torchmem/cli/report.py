@@ -5,7 +5,9 @@
 self-contained HTML page, ``--json OUT`` writes the capture again (validated and
 normalised to this torchmem's schema). Outputs can be combined; ``--text`` adds the
 text report when a file output is also asked for. Never imports torch, so a capture
-recorded on a GPU machine renders on a laptop.
+recorded on a GPU machine renders on a laptop. A CUDA memory snapshot
+(``torch.cuda.memory._dump_snapshot``, recognised by its first bytes) is analysed by
+:mod:`torchmem.cli._snapshot_report` with a reader that never runs anything in the file.
 
 Exit codes: 0 on success; 2 when the capture is missing, corrupted, truncated, not a
 torchmem capture or written by a newer torchmem, or an output cannot be written, or would
@@ -36,7 +38,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = _Parser(
         prog=prog,
         description="Render a capture written by 'torchmem run --json' or "
-                    "'torchmem doctor --json' as text (default), HTML or JSON.",
+                    "'torchmem doctor --json', or analyse a CUDA memory snapshot written by "
+                    "torch.cuda.memory._dump_snapshot(), as text (default), HTML or JSON.",
     )
     parser.add_argument("capture", metavar="FILE.json", nargs="+",
                         help="a capture written with --json; several: the ranks of one "
@@ -59,6 +62,12 @@ def main(argv: Sequence[str], prog: str = "torchmem report") -> int:
         InputError: an output file cannot be written (exit code 2).
     """
     args = build_parser(prog).parse_args(list(argv))
+    from torchmem.cli._snapshot_report import is_snapshot, is_snapshot_report, report_snapshot
+
+    if len(args.capture) == 1 and (is_snapshot(args.capture[0])
+                                   or is_snapshot_report(args.capture[0])):
+        args.capture = args.capture[0]
+        return report_snapshot(args, prog)
     from torchmem.cli._rank_report import is_rank_report, report_ranks
 
     if len(args.capture) > 1 or is_rank_report(args.capture[0]):
