@@ -29,7 +29,7 @@ class PredictCallback(BasePredictionWriter):
         out = outputs
 
         lengths = x["decoder_lengths"]
-# ... (lines 263-308 omitted)
+        # ... (lines 263-308 omitted)
 
         out = move_to_device(detach(out), "cpu")
         x = move_to_device(detach(x), "cpu")
