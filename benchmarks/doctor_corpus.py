@@ -1,13 +1,23 @@
-"""How well ``torchmem doctor`` diagnoses the corpus of training scripts.
+"""How well ``torchmem doctor`` diagnoses a corpus of training scripts.
 
 Runs ``torchmem doctor --json`` through the real command line on every script listed in
-``tests/doctor_corpus/manifest.json`` and prints, per script, the expected cause against
-what the doctor found, the culprit name and line, and the time taken; then the totals:
+the corpus's ``manifest.json`` (``tests/doctor_corpus`` by default, ``--corpus DIR`` for
+another one such as ``tests/doctor_corpus_public``) and prints, per script, the expected
+cause against what the doctor found, the culprit name and line, what became of the fix the
+doctor offered, and the time taken; then the totals:
 
-* detection rate: leaky scripts whose expected cause was found / leaky scripts run;
+* detection (cause) rate: leaky scripts whose expected cause was found / leaky scripts run;
 * culprit accuracy: detected scripts whose culprit name is right / detected scripts;
 * line accuracy: detected scripts whose file:line is right / detected scripts;
-* false alarms: healthy scripts with any finding / healthy scripts run.
+* culprit name+line rate: leaky scripts found with the right cause, name and line / leaky;
+* false alarms: healthy scripts with any finding / healthy scripts run;
+* fixes: for the finding judged on each detected script, whether its fix can be applied
+  mechanically (a backticked statement that rewrites the culprit's own statement, e.g.
+  ``losses.append(loss.item())`` for ``losses.append(loss)``); an applicable fix is applied
+  to a copy of the script in a temp dir, which is run (a crash is counted) and diagnosed
+  again (the fix is *verified* when no finding names the same culprit any more). Other fixes
+  (``with torch.no_grad():`` around a block, "register the hook once", ...) are counted as
+  not checkable.
 
 CUDA-only scripts are skipped (and listed as such) on a machine without CUDA.
 
@@ -16,35 +26,160 @@ Usage::
     python benchmarks/doctor_corpus.py            # whole corpus, 2 scripts at a time
     python benchmarks/doctor_corpus.py --jobs 1 --only lstm,healthy
     python benchmarks/doctor_corpus.py --markdown # a table to paste into docs/corpus.md
+    python benchmarks/doctor_corpus.py --corpus tests/doctor_corpus_public --markdown --jobs 1
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
 import json
+import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "doctor_corpus"))
 
-from judge import Entry, Result, cuda_available, load_manifest, run_corpus  # noqa: E402
+from judge import Entry, Result, cuda_available, load_manifest, run_corpus, run_doctor  # noqa: E402
 
+DEFAULT_CORPUS = ROOT / "tests" / "doctor_corpus"
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusEntry(Entry):
+    """A manifest entry of any corpus directory (the judge's ``Entry`` knows only its own)."""
+
+    corpus_dir: Path = DEFAULT_CORPUS
+
+    @property
+    def path(self) -> Path:
+        return self.corpus_dir / self.script
+
+
+def load_entries(corpus: Path) -> list[CorpusEntry]:
+    """The manifest of ``corpus`` as entries whose ``path`` points into ``corpus``."""
+    return [CorpusEntry(**{f.name: getattr(e, f.name) for f in dataclasses.fields(Entry)},
+                        corpus_dir=corpus)
+            for e in load_manifest(corpus / "manifest.json")]
+
+
+# -- fixes --------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class FixCheck:
+    """What became of the fix the doctor offered for the judged finding."""
+
+    status: str  # "none", "not checkable", "crash", "verified", "not verified"
+    detail: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.status == "none":
+            return "-"
+        return self.status + (f" ({self.detail})" if self.detail else "")
+
+
+_SNIPPET = re.compile(r"`([^`]+)`")
+
+
+def _head(stmt: ast.stmt) -> str | None:
+    """What a statement changes: its assignment target or the callee (``losses.append``)."""
+    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return " ".join(ast.unparse(t) for t in targets)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return ast.unparse(stmt.value.func)
+    return None
+
+
+def _statement_at(tree: ast.AST, line: int) -> ast.stmt | None:
+    """The innermost simple statement that spans ``line``."""
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and \
+                node.lineno <= line <= (node.end_lineno or node.lineno):
+            best = node
+    return best
+
+
+def patched_source(source: str, finding: dict[str, Any]) -> str | None:
+    """``source`` with the finding's fix applied, or None when it is not mechanical."""
+    culprit = finding.get("culprit") or {}
+    line = culprit.get("line")
+    snippets = _SNIPPET.findall(finding.get("fix") or "")
+    if not line or not snippets:
+        return None
+    try:
+        new = ast.parse(snippets[0]).body
+        old = _statement_at(ast.parse(source), line)
+    except SyntaxError:
+        return None
+    if len(new) != 1 or old is None or _head(new[0]) is None or _head(new[0]) != _head(old):
+        return None
+    if ast.dump(new[0]) == ast.dump(old):
+        return None
+    lines = source.splitlines(keepends=True)
+    first = lines[old.lineno - 1]
+    indent = first[:len(first) - len(first.lstrip())]
+    end = old.end_lineno or old.lineno
+    lines[old.lineno - 1:end] = [indent + snippets[0].strip() + "\n"]
+    return "".join(lines)
+
+
+def check_fix(res: Result, timeout: float) -> FixCheck:
+    """Apply the judged finding's fix to a copy of the script, run it, diagnose it again."""
+    finding = res.judged
+    if finding is None or not finding.get("fix"):
+        return FixCheck("none")
+    entry = res.entry
+    culprit = finding.get("culprit") or {}
+    patched = patched_source(entry.path.read_text(encoding="utf-8"), finding)
+    if patched is None:
+        return FixCheck("not checkable")
+    with tempfile.TemporaryDirectory(prefix="torchmem-fix-") as tmp:
+        copy = Path(tmp) / entry.script
+        copy.write_text(patched, encoding="utf-8")
+        env = dict(os.environ, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
+        try:
+            proc = subprocess.run([sys.executable, str(copy), *entry.script_args], cwd=tmp,
+                                  capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return FixCheck("crash", "timed out")
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            return FixCheck("crash", f"exit {proc.returncode}: {last[:80]}")
+        fixed_entry = dataclasses.replace(entry, corpus_dir=Path(tmp))  # type: ignore[arg-type]
+        again = run_doctor(fixed_entry, timeout=timeout)
+    if again.error is not None:
+        return FixCheck("not verified", "doctor: " + again.error)
+    name = culprit.get("name")
+    if any((f.get("culprit") or {}).get("name") == name for f in again.findings):
+        return FixCheck("not verified", "still found")
+    return FixCheck("verified")
+
+
+# -- table --------------------------------------------------------------------------------
 
 def _mark(ok: bool) -> str:
     return "ok" if ok else "MISS"
 
 
-def row(res: Result) -> list[str]:
+def row(res: Result, fix: FixCheck) -> list[str]:
     e = res.entry
     if res.error and not res.findings and res.capture is None:
-        return [e.script, e.cause, "ERROR: " + res.error, "", "", "", "", "", f"{res.seconds:.0f}s"]
+        return [e.script, e.cause, "ERROR: " + res.error, "", "", "", "", "", "", f"{res.seconds:.0f}s"]
     found = ", ".join(res.found_causes) or "-"
     if e.healthy:
         verdict = "FALSE ALARM" if res.false_alarm else "ok"
         return [e.script, "healthy", found, "", res.found_name or "", "", res.found_line or "",
-                verdict, f"{res.seconds:.0f}s"]
+                verdict, "", f"{res.seconds:.0f}s"]
     expected_name = e.culprit[0] if e.culprit else "(any)"
     expected_line = f"{e.line[0]}" if e.line else "(any)"
     if not res.detected:
@@ -53,27 +188,34 @@ def row(res: Result) -> list[str]:
         verdict = ("ok" if res.culprit_ok and res.line_ok
                    else "name " + _mark(res.culprit_ok) + ", line " + _mark(res.line_ok))
     return [e.script, e.cause, found, expected_name, res.found_name or "-", expected_line,
-            res.found_line or "-", verdict, f"{res.seconds:.0f}s"]
+            res.found_line or "-", verdict, fix.label, f"{res.seconds:.0f}s"]
 
 
 HEADER = ["script", "expected", "found", "culprit (expected)", "culprit (found)",
-          "line (expected)", "line (found)", "verdict", "time"]
+          "line (expected)", "line (found)", "verdict", "fix", "time"]
 
 
-def totals(results: list[Result]) -> dict[str, object]:
+def totals(results: list[Result], fixes: list[FixCheck]) -> dict[str, object]:
     leaky = [r for r in results if not r.entry.healthy]
     healthy = [r for r in results if r.entry.healthy]
     detected = [r for r in leaky if r.detected]
+    statuses = [f.status for f in fixes]
     return {
         "leaky": len(leaky),
         "detected": len(detected),
         "culprit_ok": sum(r.culprit_ok for r in detected),
         "line_ok": sum(r.line_ok for r in detected),
+        "name_and_line_ok": sum(r.culprit_ok and r.line_ok for r in detected),
         "healthy": len(healthy),
         "false_alarms": sum(r.false_alarm for r in healthy),
         "errors": sum(r.error is not None for r in results),
         "extra_findings": sum(
             sum(1 for f in r.findings if f is not r.judged) for r in leaky),
+        "fixes_offered": sum(s != "none" for s in statuses),
+        "fixes_not_checkable": statuses.count("not checkable"),
+        "fixes_crashed": statuses.count("crash"),
+        "fixes_verified": statuses.count("verified"),
+        "fixes_not_verified": statuses.count("not verified"),
     }
 
 
@@ -94,15 +236,22 @@ def format_table(rows: list[list[str]], markdown: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
+                        help="corpus directory with a manifest.json (default: tests/doctor_corpus)")
     parser.add_argument("--jobs", type=int, default=2, help="scripts run at a time (default 2)")
     parser.add_argument("--only", default="", help="comma-separated substrings of script names")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per script")
+    parser.add_argument("--no-fix-check", action="store_true",
+                        help="do not apply and re-run the fixes the doctor offers")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
 
-    entries: list[Entry] = load_manifest()
+    corpus = args.corpus.resolve()
+    if not (corpus / "manifest.json").is_file():
+        parser.error(f"no manifest.json in {args.corpus}")
+    entries: list[Entry] = list(load_entries(corpus))
     if args.only:
         keys = [k.strip() for k in args.only.split(",") if k.strip()]
         entries = [e for e in entries if any(k in e.script for k in keys)]
@@ -119,27 +268,36 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
 
     results = run_corpus(entries, jobs=args.jobs, timeout=args.timeout, on_result=progress)
+    fixes = [FixCheck("none") if args.no_fix_check or r.entry.healthy else check_fix(r, args.timeout)
+             for r in results]
     wall = time.perf_counter() - started
 
-    print(format_table([row(r) for r in results], args.markdown))
-    t = totals(results)
+    print(format_table([row(r, f) for r, f in zip(results, fixes)], args.markdown))
+    t = totals(results, fixes)
     print()
     print(f"detection rate    {_pct(t['detected'], t['leaky'])}  (leaky scripts whose cause was found)")
     print(f"culprit accuracy  {_pct(t['culprit_ok'], t['detected'])}  (right name, of detected)")
     print(f"line accuracy     {_pct(t['line_ok'], t['detected'])}  (right file:line, of detected)")
+    print(f"name+line rate    {_pct(t['name_and_line_ok'], t['leaky'])}  (right cause, name and line, of leaky)")
     print(f"false alarms      {_pct(t['false_alarms'], t['healthy'])}  (healthy scripts with a finding)")
     print(f"extra findings    {t['extra_findings']}  (findings on leaky scripts besides the judged one)")
+    if not args.no_fix_check:
+        print(f"fixes offered     {t['fixes_offered']}: {t['fixes_verified']} verified, "
+              f"{t['fixes_not_verified']} applied but not verified, {t['fixes_crashed']} crash "
+              f"the script, {t['fixes_not_checkable']} not checkable (not a mechanical edit)")
     print(f"errors            {t['errors']}")
     if skipped:
         print(f"skipped (no CUDA) {len(skipped)}: {', '.join(e.script for e in skipped)}")
     print(f"wall time         {wall:.0f} s with --jobs {args.jobs}")
     if args.json:
         payload = {
-            "totals": t, "wall_s": round(wall, 1), "skipped": [e.script for e in skipped],
+            "corpus": str(args.corpus), "totals": t, "wall_s": round(wall, 1),
+            "skipped": [e.script for e in skipped],
             "results": [{"script": r.entry.script, "expected": r.entry.cause,
                          "found": r.found_causes, "culprit": r.found_name,
                          "line": r.found_line, "passed": r.passed, "error": r.error,
-                         "seconds": round(r.seconds, 1)} for r in results],
+                         "fix": dataclasses.asdict(f),
+                         "seconds": round(r.seconds, 1)} for r, f in zip(results, fixes)],
         }
         Path(args.json).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     return 0
