@@ -81,6 +81,14 @@ def test_inputs_that_scale_unevenly_are_not_called_a_batch_change():
     assert "batch_size" not in kinds(diff_captures(a, b))
 
 
+def test_other_tensors_kept_by_a_new_holder_are_not_a_batch_change():
+    leak = Finding(cause="retained_graph", title="retained autograd graph", bytes=140 * 1024,
+                   bytes_per_step=40 * 1024, culprit=Culprit(name="outputs"))
+    a = capture(roles={**STATE, "other": 536 * 1024})
+    b = capture(roles={**STATE, "other": 676 * 1024}, growth=40 * 1024, findings=(leak,))
+    assert kinds(diff_captures(a, b)) == ["new_holder", "growth"]
+
+
 def test_checkpointing_from_activations_that_fell_and_slower_steps():
     a = capture(roles={**STATE, "other": MiB, "activation": 60 * MiB}, step_s=0.100)
     b = capture(roles={**STATE, "other": MiB, "activation": 15 * MiB}, step_s=0.130)

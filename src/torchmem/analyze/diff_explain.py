@@ -8,7 +8,9 @@ its pattern is in the data, says so in one sentence with the numbers that show i
   other side does not list.
 * **batch_size**: model state (parameters, gradients, optimizer state) unchanged while the
   other tensors (inputs, outputs, activations) scale by the same factor; listed storages of
-  the same name whose first dimension scales by that factor back it up.
+  the same name whose first dimension scales by that factor back it up. Without such a
+  storage, a new finding or new growth rules it out (the other tensors may be what a new
+  holder keeps).
 * **checkpointing** / **activations**: activations (or, when the census saw none, the
   peak) fell while the model state and the inputs stayed the same. With slower steps
   (recompute) or a new line calling ``checkpoint``, it is reported as checkpointing;
@@ -142,6 +144,10 @@ def _shape_ratios(diff: "CaptureDiff") -> list[tuple[str, tuple[int, ...], tuple
     return out
 
 
+def _growth_rose(row: Any) -> bool:
+    return (row.b or 0.0) - (row.a or 0.0) >= _GROWTH_FLOOR
+
+
 def _batch(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> bool:
     a, b = diff.a, diff.b
     if not a.roles or not b.roles or not _same(_state(a), _state(b)):
@@ -157,6 +163,9 @@ def _batch(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> bool:
         return False
     if not ratios and not shapes:
         return False
+    if not shapes and (any(c.status == "new" for c in diff.findings)
+                       or any(_growth_rose(row) for row in diff.growth)):
+        return False  # the other tensors may be what a new holder keeps: not a batch change
     moved = [f"{r} bytes {format_bytes(_role(a, r))} -> {format_bytes(_role(b, r))} "
              f"({_times(_role(b, r) / _role(a, r))})"
              for r in ("other", "activation") if _ratio(_role(a, r), _role(b, r))]
