@@ -37,6 +37,8 @@ _LAZY: dict[str, str] = {
     "shares_storage": "torchmem.collect.storage",
     "storage_info": "torchmem.collect.storage",
     "compare_modes": "torchmem.collect.modes",
+    "profile_lines": "torchmem.doctor.lines_api",
+    "LinesReport": "torchmem.doctor.lines_api",
     "fragmentation": "torchmem.collect.fragmentation",
     # manage
     "scope": "torchmem.scope.core",

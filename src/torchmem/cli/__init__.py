@@ -20,7 +20,11 @@ __all__ = ["main", "entry", "SUBCOMMANDS"]
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("torchmem.cli.doctor", "run a script, find why memory grows, name the culprit and the fix"),
     "run": ("torchmem.cli.run", "run a script under a memory monitor: peak, per-step table, timeline"),
+    "lines": ("torchmem.cli.lines", "memory per line of a script: what each line allocates, "
+                                    "keeps, and holds at the peak"),
     "report": ("torchmem.cli.report", "render a saved JSON capture as text, HTML or JSON"),
+    "diff": ("torchmem.cli.diff", "compare two captures: peak, growth, roles, modules, lines, "
+                                  "and what explains the difference"),
     "lint": ("torchmem.cli.lint", "static linter for PyTorch memory anti-patterns (TMM rules)"),
 }
 

@@ -55,10 +55,11 @@ _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
 
 class _StorageRef(weakref.ref):  # type: ignore[type-arg]
-    __slots__ = ("key", "nbytes", "dev")
+    __slots__ = ("key", "nbytes", "dev", "site")
     key: int
     nbytes: int
     dev: str
+    site: Any  # set by an observer (torchmem.collect.lines): where it was allocated
 
 
 # How the engine treats an op, decided once per OpOverload from its schema:
@@ -204,6 +205,9 @@ class Engine:
         self._synced: set[str] = set()
         self.live: dict[str, int] = {}
         self.peak: dict[str, int] = {}
+        #: told of every counted storage's birth, growth and death (``created(ref, t)``,
+        #: ``resized(ref, grow)``, ``freed(ref)``), outside the lock; None: nobody asks
+        self.observer: Any = None
 
     # -- life cycle ----------------------------------------------------------------
     def acquire(self, dev: str) -> EngineCounter:
@@ -380,6 +384,9 @@ class Engine:
             self.live[dev] = live
             if live > self.peak[dev]:
                 self.peak[dev] = live
+        observer = self.observer
+        if observer is not None:
+            observer.created(ref, t)
 
     def _resized(self, ref: _StorageRef, nbytes: int) -> None:
         with self._lock:
@@ -391,13 +398,20 @@ class Engine:
             self.live[ref.dev] = live
             if live > self.peak[ref.dev]:
                 self.peak[ref.dev] = live
+        observer = self.observer
+        if observer is not None:
+            observer.resized(ref, grow)
 
     def _on_free(self, ref: _StorageRef) -> None:
         with self._lock:
-            if self._refs.get(ref.key) is ref:
-                del self._refs[ref.key]
-                if ref.dev in self.live:
-                    self.live[ref.dev] -= ref.nbytes
+            if self._refs.get(ref.key) is not ref:
+                return
+            del self._refs[ref.key]
+            if ref.dev in self.live:
+                self.live[ref.dev] -= ref.nbytes
+        observer = self.observer
+        if observer is not None:
+            observer.freed(ref)
 
 
 #: the process-wide engine every Tracker shares

@@ -8,7 +8,7 @@ allocated tensor memory in the profiled steps:
 * ``delta_bytes``: the line's share of the step's net change: what it allocated minus
   what was freed during the step of storages it had allocated (in any earlier step).
   The ``delta_bytes`` of all lines plus :attr:`LineProfile.unattributed_bytes` add up to
-  the measured delta of the step;
+  the measured delta of the step (exactly for each step; the records hold means);
 * ``peak_share``: the share of the highest profiled peak held by storages made there.
 
 A line that *keeps* memory alive without allocating it (``losses.append(loss)``) carries
@@ -52,7 +52,8 @@ class LineRecord(Record):
         allocated_bytes: bytes of storages created on this line per profiled step (mean).
         alive_bytes: of those, bytes still alive at the end of their step (mean).
         delta_bytes: net bytes per step: created here and alive at the step's end, minus
-            bytes freed during the step of storages created here before it (mean).
+            bytes freed during the step of storages created here before it (mean over
+            the profiled steps whose previous step was profiled too).
         allocations: storages created on this line per profiled step (mean, rounded).
         peak_bytes: bytes of storages created here alive at the highest profiled peak.
         peak_share: ``peak_bytes`` over that peak's live tensor bytes (0..1).
@@ -105,15 +106,16 @@ class AllocationSite(Record):
         when: ``peak`` (alive at the highest profiled peak), ``census`` (listed by the
             census at the step with the highest memory) or ``oom`` (alive at an
             out-of-memory error).
-        step: the step of that moment (0: before the first step).
+        step: the step of that moment (for the peak: of its window, see
+            :attr:`LineProfile.peak_kind`).
         nbytes: bytes of the storage.
         device: ``cpu``, ``cuda:0``...
         dtype, shape: of the tensor that created it, when known.
         role: the census role (``parameter``, ``gradient``, ``activation``...) if known.
         holder: who keeps it: a path from the script's variables (``epoch_logits[3]``)
             or the census name (``grad of fc.weight``, ``saved by AddmmBackward0``).
-        made_in: the step it was allocated in (``setup`` for before the first step),
-            or ``None`` when it was made in a step that was not profiled.
+        made_in: the window it was allocated in (``step 3``, ``setup``, ``end``), or
+            ``None`` when it was made in a step that was not profiled.
         stack: the allocating stack, user frames first (innermost first within each).
     """
 
@@ -134,8 +136,10 @@ class LineWindow(Record):
     """One profiled step, with its measured figures.
 
     Attributes:
-        step: the step (0: the setup before the first step, with the first steps
-            until the step source settled).
+        step: the step; for the other kinds, the step the window began after.
+        kind: ``step`` (one whole training step), ``setup`` (the script's start to its
+            first step, or until the step source settled) or ``end`` (after the last
+            step; or a window cut short by a change of step source).
         delta_bytes: measured net change of live tensor bytes over the step.
         peak_bytes: highest live tensor bytes during the step.
         allocated_bytes: bytes of storages created during the step.
@@ -143,15 +147,19 @@ class LineWindow(Record):
             storages made before profiling or in steps that were not profiled.
         seconds: wall time of the step, profiling included.
         device: the device these figures are for.
+        paired: the step before was profiled too (its storages freed in this step
+            have a line); only paired steps enter ``delta_bytes`` of the lines.
     """
 
     step: int = field(metadata=NON_NEGATIVE)
+    kind: str = "step"
     delta_bytes: int = 0
     peak_bytes: int = field(default=0, metadata=NON_NEGATIVE)
     allocated_bytes: int = field(default=0, metadata=NON_NEGATIVE)
     unattributed_bytes: int = 0
     seconds: float = field(default=0.0, metadata=NON_NEGATIVE)
     device: str = "cpu"
+    paired: bool = True
 
 
 @dataclass(frozen=True)
@@ -161,9 +169,11 @@ class LineProfile(Record):
     Attributes:
         steps: steps of the run (of its step source).
         profiled: the profiled windows, setup (step 0) first.
-        peak_step: the window with the highest peak (the one ``peak_share`` refers to).
+        peak_step: the step of the window with the highest peak (the one
+            ``peak_share`` refers to); ``peak_kind`` that window's kind.
         peak_bytes: its peak live tensor bytes.
-        unattributed_bytes: mean per profiled step of the windows' unattributed bytes.
+        unattributed_bytes: mean of the paired steps' unattributed bytes (with the
+            lines' ``delta_bytes``, it adds up to their mean measured delta).
         all_files: library lines were attributed too (not only the user's own files).
         budget: the overhead budget of the sampler (0.5: at most 1.5x the plain step
             time over the run), or None when every step was profiled.
@@ -174,6 +184,7 @@ class LineProfile(Record):
     steps: int = field(default=0, metadata=NON_NEGATIVE)
     profiled: tuple[LineWindow, ...] = field(default=(), metadata=_MANY)
     peak_step: int | None = field(default=None, metadata=NON_NEGATIVE)
+    peak_kind: str = "step"
     peak_bytes: int = field(default=0, metadata=NON_NEGATIVE)
     unattributed_bytes: int = 0
     all_files: bool = False
@@ -183,5 +194,5 @@ class LineProfile(Record):
 
     @property
     def steady(self) -> tuple[LineWindow, ...]:
-        """The profiled training steps (the setup window left out)."""
-        return tuple(w for w in self.profiled if w.step > 0)
+        """The profiled whole training steps (setup and end windows left out)."""
+        return tuple(w for w in self.profiled if w.kind == "step")

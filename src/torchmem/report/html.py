@@ -199,6 +199,17 @@ def _failures(capture: Capture) -> list[str]:
     return analysis_failures(capture)
 
 
+def _lines(capture: Capture) -> dict[str, Any] | None:
+    """The context of the per-line section (``torchmem lines``), or None."""
+    if not capture.lines and capture.line_profile is None:
+        return None
+    try:
+        from torchmem.report.lines import lines_context
+    except ImportError:  # pragma: no cover - ships with torchmem
+        return None
+    return lines_context(capture)
+
+
 def render_html(capture: Capture) -> str:
     """Return the report page of ``capture`` as one HTML string.
 
@@ -226,6 +237,7 @@ def render_html(capture: Capture) -> str:
         "env": sorted(capture.environment.items()),
         "is_doctor": capture.tool.endswith("doctor"),
         "failures": _failures(capture),
+        "lines": _lines(capture),
     }
     return str(_environment().get_template("report.html.j2").render(**context))
 

@@ -1,0 +1,129 @@
+"""A CUDA memory snapshot's allocation trace as a per-line window (no torch).
+
+``torch.cuda.memory._record_memory_history(stacks="python")`` makes the caching
+allocator record every action with the Python stack that caused it, and
+``torch.cuda.memory._snapshot()`` returns them (the documented ``Snapshot`` format:
+``segments`` with their ``blocks``, and ``device_traces``, one list of ``TraceEntry``
+per device: ``action``, ``addr``, ``size``, ``frames`` innermost first). This module
+turns the trace of one profiled step into a
+:class:`~torchmem.analyze.line_windows.WindowTally`: each ``alloc`` is charged to the
+line of its innermost user frame, each ``free_completed`` to the line that allocated
+that block if the allocation is in the same trace (else it is unattributed: made before
+the step, or outside the recording). The tally then gives the same per-line sums and
+peak composition as the CPU engine's.
+
+Cost: linear in the trace entries.
+
+Known limitations:
+    * The trace is a ring buffer of ``max_entries``: when it wrapped, the oldest
+      actions of the step are missing (:func:`window_from_trace` reports it, and the
+      per-line sums no longer add up to the measured delta).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from torchmem.analyze.line_windows import Site, WindowTally
+
+__all__ = ["frame_site", "window_from_trace", "TraceWindow", "USED_ACTIONS"]
+
+#: actions that change the bytes in use (``memory_allocated``)
+USED_ACTIONS = ("alloc", "free_completed")
+
+#: one frame of a stack as ``(file, line, function, user)``
+StackFrameTuple = tuple[str, int, str, bool]
+
+
+def _frame(f: Mapping[str, Any], is_user: Callable[[str], bool]) -> StackFrameTuple | None:
+    try:
+        filename, line, name = str(f["filename"]), int(f["line"]), str(f.get("name", ""))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return filename, max(line, 0), name, bool(is_user(filename))
+
+
+def _python(frame: StackFrameTuple) -> bool:
+    return frame[0].endswith(".py") or frame[0].startswith("<")
+
+
+def frame_site(frames: Sequence[Mapping[str, Any]], is_user: Callable[[str], bool],
+               all_files: bool = False) -> tuple[Site | None, tuple[StackFrameTuple, ...]]:
+    """The site of a trace entry's frames (innermost user frame, or with ``all_files``
+    the innermost Python frame not in torchmem) and the whole stack as tuples."""
+    stack = tuple(x for x in (_frame(f, is_user) for f in frames or ()) if x is not None)
+    site: Site | None = None
+    for file, line, name, user in stack:
+        if "torchmem" in file.replace("\\", "/").split("/"):
+            continue
+        if user or (all_files and _python((file, line, name, user))):
+            site = (file, line, name)
+            break
+    if site is None:
+        for file, line, name, _ in stack:
+            if _python((file, line, name, False)):
+                site = (file, line, name)
+                break
+    return site, stack
+
+
+class TraceWindow:
+    """The result of :func:`window_from_trace`.
+
+    Attributes:
+        tally: the per-line window; its event tokens are the blocks, each a tuple
+            ``(addr, bytes, site, stack)`` (one per allocation).
+        alive: the blocks allocated in the window and alive at its end.
+        wrapped: the per-line sums do not add up to the measured delta (the trace's
+            ring buffer wrapped, or the recording started late).
+    """
+
+    def __init__(self, tally: WindowTally, alive: list[Block], wrapped: bool) -> None:
+        self.tally = tally
+        self.alive = alive
+        self.wrapped = wrapped
+
+
+#: one allocation of a trace: ``(addr, bytes, site, stack)``
+Block = tuple[int, int, "Site | None", tuple[StackFrameTuple, ...]]
+
+
+def window_from_trace(trace: Sequence[Mapping[str, Any]], *, step: int, device: str,
+                      start_allocated: int, is_user: Callable[[str], bool],
+                      all_files: bool = False, measured_delta: int | None = None) -> TraceWindow:
+    """Build the per-line window of one device's trace (``snapshot['device_traces'][i]``).
+
+    Args:
+        trace: the device's trace entries, oldest first, recorded during the window.
+        step: the step of the window.
+        device: ``cuda:N``.
+        start_allocated: ``memory_allocated`` when the recording began.
+        is_user: decides whether a file name is the user's code.
+        all_files: attribute to library lines too.
+        measured_delta: ``memory_allocated`` at the end minus at the start, if known.
+    """
+    tally = WindowTally(step, device)
+    tally.start_live = {None: max(int(start_allocated), 0)}
+    tally.measured_delta = measured_delta
+    live: dict[int, Block] = {}
+    for entry in trace:
+        action = entry.get("action")
+        if action not in USED_ACTIONS:
+            continue
+        try:
+            addr, size = int(entry["addr"]), int(entry["size"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if action == "alloc":
+            site, stack = frame_site(entry.get("frames") or (), is_user, all_files)
+            block: Block = (addr, size, site, stack)
+            live[addr] = block
+            tally.add(site, size, block)
+        else:
+            born = live.pop(addr, None)
+            if born is None:
+                tally.remove(None, size, (addr, size, None, ()), own=False)
+            else:
+                tally.remove(born[2], size, born, own=born[2] is not None)
+    wrapped = measured_delta is not None and tally.attributed_delta != measured_delta
+    return TraceWindow(tally, list(live.values()), wrapped)

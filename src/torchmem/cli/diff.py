@@ -1,0 +1,167 @@
+"""``torchmem diff``: compare two runs and say what explains the difference.
+
+``torchmem diff base.json new.json`` prints, side by side, the peak and the growth per
+step of each device, the time per step, the bytes by role, by module and by line, the
+findings that appeared or vanished, and what explains the difference (a new holder, a
+bigger batch, a checkpointing change...), each with its numbers. ``--fail-over`` makes it
+a CI gate: past the limit, one line on stderr and exit code 1. Never imports torch.
+
+Exit codes: 0 within every limit (or no limit given); 1 past a ``--fail-over`` limit;
+2 on bad input: a missing or corrupted file, inputs of different kinds or schema
+versions, inputs that measured different devices (``--device`` picks one both have),
+or an output that cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from torchmem.cli._output import check_outputs, output, write_text
+from torchmem.errors import InputError, UsageError
+
+SUMMARY = ("compare two captures: peak, growth, roles, modules, lines, and what explains the "
+           "difference")
+
+#: the first bytes of a pickle (protocol 2 and later); CUDA snapshots are pickles
+_PICKLE = b"\x80"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises :class:`UsageError` (one line, exit 2) instead of printing usage."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message, tip=f"run '{self.prog} --help'")
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=prog,
+        description="Compare two captures (written by 'torchmem run --json' or 'torchmem "
+                    "doctor --json'): the first is the baseline, the second the new run.",
+        epilog="Limits: '10%%' or '50MiB' is on the peak of each device; 'growth=64KiB' on "
+               "the growth per step; repeat --fail-over for several. Exit code 1 past a limit.",
+    )
+    parser.add_argument("base", metavar="A", help="the baseline capture")
+    parser.add_argument("new", metavar="B", help="the capture to compare with it")
+    parser.add_argument("--fail-over", action="append", default=[], metavar="LIMIT",
+                        help="exit 1 when B's peak (or growth=...) exceeds A's by more than "
+                             "LIMIT: 10%%, 50MiB, peak=5%%, growth=1MiB")
+    parser.add_argument("--device", action="append", default=[], metavar="DEVICE",
+                        help="compare only this device (repeatable; default: every device, "
+                             "which both inputs must have measured)")
+    parser.add_argument("--json", metavar="OUT", help="write the diff as JSON")
+    parser.add_argument("--quiet", action="store_true", help="print no report (the exit code "
+                        "and the --fail-over lines only)")
+    parser.add_argument("--width", type=int, metavar="COLUMNS",
+                        help="width of the report (default: the terminal's)")
+    return parser
+
+
+def _load_snapshot(path: str) -> Any:
+    """A CUDA snapshot as a capture-like object, through torchmem's snapshot import."""
+    import importlib
+
+    for name in ("torchmem.report.snapshot", "torchmem.model.snapshot"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for attr in ("load_snapshot_capture", "snapshot_capture", "load_snapshot"):
+            loader = getattr(module, attr, None)
+            if callable(loader):
+                return loader(path)
+    raise InputError(f"{path} looks like a pickle (a CUDA memory snapshot?); this torchmem "
+                     "cannot read snapshots; expected a JSON capture",
+                     tip="record the runs with 'torchmem run --json FILE'")
+
+
+def load_input(path: str) -> tuple[Any, str]:
+    """The capture (or snapshot) at ``path`` and its kind, ``capture`` or ``snapshot``.
+
+    Raises:
+        CaptureError, InputError: missing, unreadable or not a capture (exit code 2).
+    """
+    from torchmem.model.capture import Capture
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1)
+    except FileNotFoundError:
+        raise InputError(f"capture not found: {path}",
+                         tip="pass two files written by --json") from None
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror or err}") from None
+    if head == _PICKLE:
+        return _load_snapshot(path), "snapshot"
+    return Capture.load(path), "capture"
+
+
+def _check_alike(a: Any, b: Any, kinds: tuple[str, str], labels: tuple[str, str],
+                 devices: list[str]) -> None:
+    """Refuse inputs that cannot be compared figure for figure (exit code 2)."""
+    if kinds[0] != kinds[1]:
+        raise InputError(f"{labels[0]} is a {kinds[0]} and {labels[1]} a {kinds[1]}; expected "
+                         "two inputs of the same kind", tip="compare captures with captures")
+    va, vb = getattr(a, "schema_version", 1), getattr(b, "schema_version", 1)
+    if va != vb:
+        raise InputError(f"{labels[0]} has schema version {va} and {labels[1]} {vb}; expected "
+                         "the same schema version", tip="record both runs with the same torchmem")
+    da = set(getattr(a, "peak", {}) or {}) | set(getattr(a, "devices", ()) or ())
+    db = set(getattr(b, "peak", {}) or {}) | set(getattr(b, "devices", ()) or ())
+    if devices:
+        for device in devices:
+            missing = [label for label, have in zip(labels, (da, db)) if device not in have]
+            if missing:
+                raise InputError(f"--device {device}: {' and '.join(missing)} did not measure "
+                                 f"it; expected one of {', '.join(sorted(da & db)) or 'none'}")
+        return
+    if da != db:
+        raise InputError(f"{labels[0]} measured {', '.join(sorted(da)) or 'no device'} and "
+                         f"{labels[1]} {', '.join(sorted(db)) or 'no device'}; expected the "
+                         "same devices",
+                         tip=f"--device {sorted(da & db)[0]} compares one device both measured"
+                         if da & db else None)
+
+
+def main(argv: Sequence[str], prog: str = "torchmem diff") -> int:
+    """Compare the two inputs named in ``argv``; return the exit code (0, 1 past a limit)."""
+    args = build_parser(prog).parse_args(list(argv))
+    if args.width is not None and args.width < 40:
+        raise UsageError(f"--width must be at least 40 columns; got {args.width}")
+    from torchmem.analyze.diff import diff_captures, over_limits, parse_limit
+
+    limits = []
+    for text in args.fail_over:
+        try:
+            limits.append(parse_limit(text))
+        except ValueError as err:
+            raise UsageError(f"--fail-over: {err}") from None
+    json_out = output("--json", args.json)
+    check_outputs([json_out], [(f"the capture {args.base}", args.base),
+                               (f"the capture {args.new}", args.new)])
+    a, kind_a = load_input(args.base)
+    b, kind_b = load_input(args.new)
+    _check_alike(a, b, (kind_a, kind_b), (args.base, args.new), args.device)
+    diff = diff_captures(a, b, a_label=args.base, b_label=args.new,
+                         devices=args.device or None)
+    exceeded = [f"{prog}: {line}" for line in over_limits(diff, limits)]
+    if not args.quiet:
+        from torchmem.report.diff import render_diff
+
+        render_diff(diff, file=sys.stdout, width=args.width)
+    if json_out is not None:
+        data = {"diff": diff.to_dict(), "limits": [lim.text for lim in limits],
+                "exceeded": exceeded}
+        try:
+            write_text(json_out.path, json.dumps(data, indent=1, allow_nan=False) + "\n")
+        except (OSError, ValueError) as err:
+            raise InputError(f"cannot write {json_out.shown}: "
+                             f"{getattr(err, 'strerror', None) or err}",
+                             tip="choose a writable path for --json") from None
+        print(f"diff written to {json_out.shown}", file=sys.stderr)
+    for line in exceeded:
+        print(line, file=sys.stderr)
+    return 1 if exceeded else 0

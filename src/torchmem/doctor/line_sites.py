@@ -1,0 +1,105 @@
+"""Allocation sites of the largest storages: where each was made, and who keeps it.
+
+Two moments are described:
+
+* **census** (or **oom**): the census the doctor takes at the step where memory reached
+  its highest (or at an out-of-memory error) lists the largest live storages with their
+  role and owner name. Each is joined with the stack the line recorder tagged it with
+  when it was created (if it was created in a profiled step) and, for storages no
+  module or optimizer owns, with the path from the script's variables that reaches it
+  (:func:`torchmem.doctor.holders.holder_paths`).
+* **peak**: the largest storages alive at the highest peak of the profiled steps, from
+  the recorder's replay of that step; the holder is known when the storage was still
+  alive at the census (same storage, matched by its engine reference).
+
+Cost: one holder walk per census (the doctor's walk, bounded), nothing per step.
+"""
+
+from __future__ import annotations
+
+from types import FrameType
+from typing import Any, Callable
+
+from torchmem.collect.lines import Birth, LineRecorder
+from torchmem.doctor.holders import holder_paths
+from torchmem.model.lines import AllocationSite, StackFrame
+
+__all__ = ["census_sites", "census_roles", "peak_sites", "TOP"]
+
+#: how many of the largest storages are described at each moment
+TOP = 10
+
+_NAMED_ROLES = ("parameter", "buffer", "gradient", "optimizer_state")
+
+
+def _stack(birth: Birth | None) -> tuple[StackFrame, ...]:
+    if birth is None:
+        return ()
+    site, _, extra = birth
+    if extra is not None and extra[0]:
+        frames = [StackFrame(file=f[0], line=max(f[1], 0), function=f[2], user=f[3])
+                  for f in extra[0]]
+        return tuple(f for f in frames if f.user) + tuple(f for f in frames if not f.user)
+    return (StackFrame(file=site[0], line=max(site[1], 0), function=site[2], user=True),)
+
+
+def _shape_dtype(birth: Birth | None) -> tuple[tuple[int, ...] | None, str | None]:
+    if birth is None or birth[2] is None:
+        return None, None
+    return birth[2][1], birth[2][2]
+
+
+def census_sites(census: Any, when: str, step: int, recorder: LineRecorder,
+                 frame: FrameType | None, main_globals: dict[str, Any] | None,
+                 is_user: Callable[[str], bool]) -> list[AllocationSite]:
+    """Allocation sites of the census's largest storages (``when``: census or oom)."""
+    entries = list(census.top(TOP))
+    unnamed = {e.key for e in entries if e.role not in _NAMED_ROLES}
+    holders = holder_paths(unnamed, frame, main_globals, is_user) if unnamed else {}
+    out = []
+    for e in entries:
+        birth = recorder.birth_of(e.key) if e.device == "cpu" else None
+        shape, dtype = _shape_dtype(birth)
+        holder = holders.get(e.key)
+        if e.name:
+            holder = f"{holder} ({e.name})" if holder else e.name
+        out.append(AllocationSite(
+            when=when, step=max(int(step), 0), nbytes=int(e.nbytes), device=e.device,
+            dtype=e.dtype or dtype, shape=tuple(e.shapes[0]) if e.shapes else shape,
+            role=e.role, holder=holder, made_in=recorder.made_in(birth), stack=_stack(birth)))
+    return out
+
+
+def census_roles(census: Any, recorder: LineRecorder, serial: int) -> None:
+    """Fill in role and name of the recorder's peak storages that ``census`` listed.
+
+    ``serial``: :attr:`LineRecorder.serial` when the census was taken. A storage counts
+    as the one the census saw when it was made in a window before the census and is
+    still alive (alive all along, so its key was not reused).
+    """
+    from torchmem.collect._engine import engine
+
+    by_key = {e.key: e for e in census.storages}
+    for entry in recorder.peak_storages:
+        ref = entry[1]
+        birth = getattr(ref, "site", None)
+        found = by_key.get(ref.key)
+        if (found is None or birth is None or birth[1] >= serial or ref() is None
+                or engine._refs.get(ref.key) is not ref):
+            continue
+        entry[2], entry[3] = found.role, found.name
+
+
+def peak_sites(recorder: LineRecorder, peak_step: int | None) -> list[AllocationSite]:
+    """Allocation sites of the largest storages alive at the highest profiled peak."""
+    if peak_step is None:
+        return []
+    out = []
+    for n, ref, role, name in recorder.peak_storages:
+        birth = getattr(ref, "site", None)
+        shape, dtype = _shape_dtype(birth)
+        out.append(AllocationSite(
+            when="peak", step=max(int(peak_step), 0), nbytes=int(n), device="cpu",
+            dtype=dtype, shape=shape, role=role, holder=name,
+            made_in=recorder.made_in(birth), stack=_stack(birth)))
+    return out
