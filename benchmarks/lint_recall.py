@@ -141,8 +141,9 @@ def run_lint(files: list[Path], select: str) -> dict[Path, list[dict]]:
            *[str(f) for f in files]]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise CorpusError(f"torchmem lint failed (exit {proc.returncode}): "
-                          f"{proc.stderr.strip().splitlines()[-1:] or ['no output']}")
+        lines = proc.stderr.strip().splitlines() or ["no output"]
+        reason = next((line for line in lines if "error:" in line), lines[-1])
+        raise CorpusError(f"torchmem lint failed (exit {proc.returncode}): {reason}")
     report = json.loads(proc.stdout)
     if report.get("errors"):
         raise CorpusError(f"torchmem lint could not read a corpus file: {report['errors'][0]}")

@@ -74,6 +74,8 @@ def test_excerpts_compile_and_lines_point_at_statements(entry):
         for line in lines:
             assert isinstance(line, int) and 1 <= line <= n_lines, f"{name}: line {line}"
             assert line in statements, f"{name}:{line} is not on a statement"
+            assert not source.splitlines()[line - 1].lstrip().startswith("#"), (
+                f"{name}:{line} is a comment line")
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
