@@ -192,3 +192,24 @@ def test_unknown_engine_is_refused() -> None:
         torchmem.scope(engine="magic")
     with pytest.raises(UsageError, match="unknown engine"):
         torchmem.scoped(engine="magic")
+
+
+def test_an_optimizer_step_that_raises_does_not_stop_tracking_mutations() -> None:
+    # the step counter stays up after the raise; mutations must still be seen
+    class Boom(torch.optim.SGD):
+        def step(self, closure=None):  # type: ignore[no-untyped-def,override]
+            raise RuntimeError("boom")
+
+    def program(scoped: bool) -> list[torch.Tensor]:
+        model = torch.nn.Linear(4, 3)
+        opt = Boom(model.parameters(), lr=0.1)
+        buf = torch.zeros(2, 3)
+        with _scope(scoped):
+            with pytest.raises(RuntimeError, match="boom"):
+                opt.step()
+            act = torch.tanh(model(torch.randn(2, 4)))
+            buf[0] = act[0]
+        buf.sum().backward()
+        return _grads(model)
+
+    _both(program)

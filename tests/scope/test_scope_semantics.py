@@ -242,15 +242,20 @@ def test_hooks_and_mode_are_removed_after_the_last_scope(scope_engine: str) -> N
     before_hooks = len(optmod._global_optimizer_post_hooks)
     before = modes()
     one_more = (before[0] + 1, before[1]) if scope_engine == "calls" else (before[0], before[1] + 1)
+    register_hook = torch.Tensor.__dict__["register_hook"]
     with torchmem.scope():
         with torchmem.scope():
             assert modes() == one_more
+            # only the dispatch engine needs to wrap torch.Tensor's hook registration
+            patched = torch.Tensor.__dict__["register_hook"] is not register_hook
+            assert patched == (scope_engine == "dispatch")
         other = "dispatch" if scope_engine == "calls" else "calls"
         with torchmem.scope(engine=other):  # mixing engines: each mode once
             assert modes() == (before[0] + 1, before[1] + 1)
         assert modes() == one_more
     assert len(optmod._global_optimizer_post_hooks) == before_hooks
     assert modes() == before
+    assert torch.Tensor.__dict__["register_hook"] is register_hook
 
 
 def test_scope_works_inside_a_tracker_and_keeps_its_count() -> None:

@@ -22,6 +22,14 @@ the engine can free:
   arguments, read before and after the call under grad mode: the tensor is remembered
   as touched, and the graph it may now carry is live at the exit (``total += loss``,
   ``buf[i] = h``, ``F.relu(x, inplace=True)``, ``torch.add(a, b, out=c)``).
+* Inside ``optimizer.step()`` under ``no_grad`` (how every torch optimizer steps)
+  nothing is registered: the state it creates is protected anyway, its temporaries die
+  inside, and no-grad writes carry no graph. A step run with grad enabled
+  (``differentiable=True``) is tracked like any other code.
+* ``Tensor.register_hook`` and ``register_post_accumulate_grad_hook`` are calls too:
+  the hook functions registered inside the scope are remembered, so the tensors their
+  closures hold are not freed (no patch of ``torch.Tensor`` is needed, unlike the
+  dispatch engine).
 * A ``create_graph=True`` backward or ``autograd.grad`` call makes gradients whose graphs
   reach the scope's graphs from tensors no call returned; after one, the scope explains
   no reference by a dying graph, so it frees nothing that any graph saved.
@@ -63,10 +71,6 @@ _AUTOGRAD_CALLS: dict[Any, int] = {
 def _tensor_args(args: Any, kwargs: Any) -> list[torch.Tensor]:
     """The tensors among a call's arguments (inside lists and tuples one level deep)."""
     out: list[torch.Tensor] = []
-    if len(args) == 1 and not kwargs:  # the common case: a method or a 1-argument call
-        v = args[0]
-        if isinstance(v, _Tensor):
-            return [v]
     for v in args:
         if isinstance(v, _Tensor):
             out.append(v)
@@ -99,13 +103,22 @@ def _creates_graph(func: Any, args: Any, kwargs: Any) -> bool:
     return len(args) > index and bool(args[index])
 
 
-_OTHER, _GETTER, _AUTOGRAD = 0, 1, 2
+# hook registrations: the hook functions are remembered until the scope's exit, because
+# the tensors their closures capture are read by a backward pass that may run later
+_HOOK_CALLS = frozenset(
+    getattr(torch.Tensor, name) for name in ("register_hook", "register_post_accumulate_grad_hook")
+    if hasattr(torch.Tensor, name)
+)
+
+_OTHER, _GETTER, _AUTOGRAD, _HOOK = 0, 1, 2, 3
 
 
 def _kind(func: Any) -> int:
     if getattr(func, "__name__", None) == "__get__":
         return _GETTER  # a property (``.grad``, ``.T``, ``.data``): it makes no storage
     try:
+        if func in _HOOK_CALLS:
+            return _HOOK
         return _AUTOGRAD if func in _AUTOGRAD_CALLS else _OTHER
     except TypeError:  # unhashable
         return _OTHER
@@ -126,20 +139,21 @@ class CallsMode(TorchFunctionMode):
         if st.paused or not st.stack:
             return func(*args, **kwargs)
         try:
-            kind = self.kinds[func]
-        except KeyError:
-            kind = self.kinds[func] = _kind(func)
-        except TypeError:  # unhashable callable
+            kind = self.kinds.get(func)
+        except TypeError:  # an unhashable callable
             kind = _OTHER
-        if kind == _GETTER:
+        if kind is None:
+            kind = self.kinds[func] = _kind(func)
+        if kind:
+            return self._special(kind, func, args, kwargs)
+        if st.in_step and not _grad_enabled():
+            # inside optimizer.step() under no_grad: nothing is mutated with a graph, the
+            # state it makes is protected and its temporaries die inside
             return func(*args, **kwargs)
-        if kind == _AUTOGRAD:
-            if _creates_graph(func, args, kwargs):
-                owner = owner_of(st.stack)
-                if owner is not None:
-                    owner._graphs_escape = True
-            return func(*args, **kwargs)
-        tensors = _tensor_args(args, kwargs)
+        if not kwargs and len(args) == 1 and isinstance(args[0], _Tensor):
+            tensors = [args[0]]  # a method without arguments: x.relu(), x.sum()
+        else:
+            tensors = _tensor_args(args, kwargs)
         if tensors and _grad_enabled():
             versions = [t._version for t in tensors]
             out = func(*args, **kwargs)
@@ -168,6 +182,19 @@ class CallsMode(TorchFunctionMode):
                 if isinstance(v, _Tensor):
                     self._see(v, tensors, inputs)
         return out
+
+    def _special(self, kind: int, func: Any, args: Any, kwargs: Any) -> Any:
+        """Properties, hook registrations and autograd entry points."""
+        if kind == _HOOK:
+            owner = owner_of(self.state.stack)
+            hook = args[1] if len(args) > 1 else kwargs.get("hook")
+            if owner is not None and hook is not None:
+                owner._hook_fns.append(hook)
+        elif kind == _AUTOGRAD and _creates_graph(func, args, kwargs):
+            owner = owner_of(self.state.stack)
+            if owner is not None:
+                owner._graphs_escape = True
+        return func(*args, **kwargs)
 
     def _mutated(self, t: torch.Tensor) -> None:
         """``t`` was written by the call: remember it unless this scope made it."""

@@ -21,13 +21,8 @@ A scope entered in a generator (or coroutine) frame owns the ops run while that 
 executes, not those its consumer runs while the generator is suspended at a ``yield``:
 those go to the innermost scope whose frame is running, or to none.
 
-Besides the mode, while any scope is open in the process three kinds of global hooks
-are installed (and removed when the last scope exits): optimizer step post-hooks
-(``torch.optim.optimizer.register_optimizer_step_post_hook``) mark the optimizer's
-state tensors, module registration hooks mark parameters and buffers assigned to
-an ``nn.Module``, and ``Tensor.register_hook`` / ``register_post_accumulate_grad_hook``
-are wrapped so that the scope knows the hook functions registered inside it. All only
-act on the thread that has a scope open.
+The modes are pushed and popped by :mod:`torchmem.scope._stack`, which also installs
+the global hooks of :mod:`torchmem.scope._hooks` while a scope is open.
 
 Cost (``benchmarks/scope.py``, table 0): per aten op, one Python call (what a no-op
 mode costs) plus a storage lookup per output; view ops are recognised from their
@@ -48,7 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.scope.core import Scope
 
-__all__ = ["Entry", "ThreadState", "state", "install_hooks", "uninstall_hooks"]
+__all__ = ["Entry", "ThreadState", "state", "owner_of"]
 
 _ALWAYS_NEW = frozenset({"aten::lift_fresh", "aten::lift_fresh_copy"})
 _current_node = getattr(torch._C, "_current_autograd_node", None)
@@ -90,6 +85,9 @@ class ThreadState:
         # engine kind ("calls", "dispatch") -> (its mode, how many open scopes use it)
         self.modes: dict[str, tuple[Any, int]] = {}
         self.paused = False
+        # optimizer.step() calls running now: the calls engine does not register what
+        # they make under no_grad (state is protected anyway, the rest dies inside)
+        self.in_step = 0
         self.lock = threading.Lock()
 
     # -- registration (called by the mode) -----------------------------------------
@@ -285,138 +283,3 @@ def state() -> ThreadState:
     if st is None:
         st = _tls.state = ThreadState()
     return st
-
-
-def push(scope: Scope) -> ThreadState:
-    """Open ``scope`` on this thread; push its engine's mode when no open scope uses it."""
-    st = state()
-    kind = scope._engine_kind
-    mode, users = st.modes.get(kind, (None, 0))
-    if mode is None:
-        if kind == "dispatch":
-            mode = _Mode(st)
-        else:
-            from torchmem.scope._calls import CallsMode
-
-            mode = CallsMode(st)
-        mode.__enter__()
-    st.modes[kind] = (mode, users + 1)
-    if not st.stack:
-        install_hooks()
-    st.stack.append(scope)
-    return st
-
-
-def pop(st: ThreadState, scope: Scope) -> None:
-    """Close ``scope`` (the innermost); pop its engine's mode after the last user."""
-    if st.stack and st.stack[-1] is scope:
-        st.stack.pop()
-    elif scope in st.stack:  # pragma: no cover - defensive: exits out of order
-        st.stack.remove(scope)
-    try:
-        mode, users = st.modes.get(scope._engine_kind, (None, 0))
-        if mode is not None:
-            if users > 1:
-                st.modes[scope._engine_kind] = (mode, users - 1)
-            else:
-                del st.modes[scope._engine_kind]
-                mode.__exit__(None, None, None)
-    finally:
-        if not st.stack:
-            uninstall_hooks()
-
-
-# -- global hooks, installed while any scope is open ------------------------------
-_hooks_lock = threading.Lock()
-_hooks_users = 0
-_handles: list[Any] = []
-
-
-def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    st = getattr(_tls, "state", None)
-    if st is None or not st.stack:
-        return
-    for per_param in optimizer.state.values():
-        values = per_param.values() if isinstance(per_param, dict) else (per_param,)
-        for v in values:
-            if isinstance(v, torch.Tensor):
-                st.mark(v, "optimizer_state")
-    for group in optimizer.param_groups:
-        for v in group.values():
-            if isinstance(v, torch.Tensor):
-                st.mark(v, "optimizer_state")
-
-
-def _on_module_tensor(module: Any, name: str, value: Any) -> None:
-    st = getattr(_tls, "state", None)
-    if st is None or not st.stack or not isinstance(value, torch.Tensor):
-        return None
-    st.mark(value, "module")
-    return None
-
-
-class _HookSpy:
-    """Wraps a ``Tensor`` hook-registration method while scopes are open: the hook
-    functions registered inside a scope are remembered (until its exit), because the
-    tensors their closures capture are read by a backward pass that may run later."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.original = getattr(torch.Tensor, name)
-        original = self.original
-
-        def register(tensor: Any, hook: Any, *args: Any, **kwargs: Any) -> Any:
-            st = getattr(_tls, "state", None)
-            if st is not None and st.stack:
-                owner = owner_of(st.stack)
-                if owner is not None:
-                    owner._hook_fns.append(hook)
-            return original(tensor, hook, *args, **kwargs)
-
-        register.__wrapped__ = original  # type: ignore[attr-defined]
-        register.__doc__ = original.__doc__
-        register.__name__ = name
-        self.wrapper = register
-
-    def install(self) -> None:
-        setattr(torch.Tensor, self.name, self.wrapper)
-
-    def remove(self) -> None:
-        if torch.Tensor.__dict__.get(self.name) is self.wrapper:
-            setattr(torch.Tensor, self.name, self.original)
-
-
-_HOOK_METHODS = ("register_hook", "register_post_accumulate_grad_hook")
-
-
-def install_hooks() -> None:
-    """Install the global optimizer/module hooks (reference counted)."""
-    global _hooks_users
-    with _hooks_lock:
-        _hooks_users += 1
-        if _hooks_users > 1:
-            return
-        from torch.nn.modules import module as _module
-        from torch.optim import optimizer as _optimizer
-
-        _handles.append(_optimizer.register_optimizer_step_post_hook(_on_optimizer_step))
-        _handles.append(_module.register_module_buffer_registration_hook(_on_module_tensor))
-        _handles.append(_module.register_module_parameter_registration_hook(_on_module_tensor))
-        for name in _HOOK_METHODS:
-            if name in torch.Tensor.__dict__:
-                spy = _HookSpy(name)
-                spy.install()
-                _handles.append(spy)
-
-
-def uninstall_hooks() -> None:
-    """Undo one :func:`install_hooks`; remove the hooks after the last."""
-    global _hooks_users
-    with _hooks_lock:
-        _hooks_users = max(_hooks_users - 1, 0)
-        if _hooks_users:
-            return
-        handles = list(_handles)
-        _handles.clear()
-    for h in handles:
-        h.remove()

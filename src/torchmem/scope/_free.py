@@ -23,6 +23,7 @@ that rule.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, Iterable
@@ -264,11 +265,23 @@ def use_count(st: Any) -> int | None:
 
 
 def _short(path: str) -> str:
+    return _relative(path, os.getcwd())
+
+
+@functools.lru_cache(maxsize=1024)
+def _relative(path: str, cwd: str) -> str:
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, cwd)
     except ValueError:  # another drive on Windows
         return path
     return path if rel.startswith("..") else rel
+
+
+def frame_location(frame: Any) -> str:
+    """``file:line`` of ``frame`` (``<unknown>`` for ``None``)."""
+    if frame is None:
+        return "<unknown>"
+    return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def user_frame(skip_prefix: str = "torchmem") -> Any:
@@ -284,7 +297,4 @@ def user_frame(skip_prefix: str = "torchmem") -> Any:
 
 def caller_location(skip_prefix: str = "torchmem") -> str:
     """``file:line`` of the first frame outside torchmem and contextlib."""
-    frame = user_frame(skip_prefix)
-    if frame is None:
-        return "<unknown>"
-    return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return frame_location(user_frame(skip_prefix))

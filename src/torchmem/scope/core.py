@@ -79,8 +79,8 @@ from typing import Any, Callable, Literal, TypeVar, overload
 from torchmem.collect.graph import storage_key
 from torchmem.errors import UsageError
 from torchmem.model.scope import ScopeReport
-from torchmem.scope import _engine, _exit
-from torchmem.scope._free import caller_location, user_frame
+from torchmem.scope import _engine, _exit, _stack
+from torchmem.scope._free import frame_location, user_frame
 from torchmem.scope._objects import iter_tensors
 
 __all__ = ["Scope", "ScopeReport", "scope", "scoped", "ENGINES"]
@@ -143,8 +143,8 @@ class Scope:
                 "scope, got one already used",
                 tip="call torchmem.scope() again for each block",
             )
-        self.location = caller_location()
         frame = user_frame()
+        self.location = frame_location(frame)
         if frame is not None and frame.f_code.co_flags & _SUSPENDABLE:
             self._suspendable = frame
         del frame
@@ -153,7 +153,7 @@ class Scope:
         self._thread = threading.get_ident()
         self._state = st
         self._open = True
-        _engine.push(self)
+        _stack.push(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
@@ -173,7 +173,7 @@ class Scope:
             self._open = False
             self._suspendable = None
             st.paused = paused
-            _engine.pop(st, self)
+            _stack.pop(st, self)
         return False
 
     # -- public API ------------------------------------------------------------------
