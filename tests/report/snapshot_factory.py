@@ -129,9 +129,11 @@ class TrainingRun:
 
     Each step runs a forward pass (one activation per layer, from ``model.py``), a backward
     (a gradient per layer, activations freed), an optimizer step (temporaries) and
-    ``zero_grad(set_to_none=True)``. Every allocation and free is a trace entry with a
-    stack of ``python_depth`` Python frames (the script's, then torch's) between
-    ``cpp`` C++ frames, as ``_record_memory_history(stacks="all")`` records.
+    ``zero_grad(set_to_none=True)``. Every allocation and free is a trace entry with the
+    stack ``_record_memory_history(stacks="all")`` records: C++ frames of the allocator and
+    the op, torch's Python frames, the script's frames (one ``forward`` per level of
+    module nesting, each called through ``nn.Module``), then the interpreter's C++ frames.
+    A call site has one stack, the same at every step.
 
     Args:
         steps: training steps.
@@ -140,29 +142,53 @@ class TrainingRun:
         leak_every: keep one activation alive every this many steps (0: no leak).
         empty_cache: call ``torch.cuda.empty_cache()`` at the end of every step.
         cpp: record C++ frames too.
-        seed: the random seed.
+        depth: levels of module nesting above each layer (each adds three Python frames).
+        params: parameter tensors allocated before the first step, each from its own
+            line of ``model.py`` (default: one per layer); alive to the end, so they are
+            blocks of the final segments.
+        seed: the random seed (times between entries).
     """
 
     def __init__(self, steps: int = 20, layers: int = 6, hidden: int = 3 * MiB, *,
                  leak_every: int = 0, empty_cache: bool = False, cpp: bool = True,
-                 seed: int = 0) -> None:
+                 depth: int = 0, params: int | None = None, seed: int = 0) -> None:
         self.steps, self.layers, self.hidden = steps, layers, hidden
         self.leak_every, self.empty_cache, self.cpp, self.seed = leak_every, empty_cache, cpp, seed
+        self.depth = depth
+        self.params = layers if params is None else params
         self.frames = Frames()
         self.shared: dict[int, list[Any]] = {}  # alloc serial -> its traceback (live at the end)
+        self._templates: dict[tuple[int, str], tuple[Any, ...]] = {}
 
     # -- stacks ----------------------------------------------------------------------------
-    def _stack(self, user: list[tuple[str, int, str]], torch_frames: list[tuple[str, int, str]],
-               rnd: random.Random) -> list[Any]:
-        start = rnd.randrange(0, 56)
-        inner = (CPP_ALLOC + CPP_OPS[start:start + rnd.randrange(2, 8)]) if self.cpp else []
-        outer = CPP_OUTER if self.cpp else []
-        return self.frames.stack(*inner, *torch_frames, *user, *outer)
+    def _stack(self, layer: int, kind: str) -> list[Any]:
+        """A new traceback list of the call site (``layer``, ``kind``)."""
+        template = self._templates.get((layer, kind))
+        if template is None:
+            template = tuple(self.frames.stack(*self._site(layer, kind)))
+            self._templates[(layer, kind)] = template
+        return list(template)
 
-    def _user(self, layer: int, what: str) -> list[tuple[str, int, str]]:
-        return [("model.py", 20 + 3 * layer, "forward" if what != "grad" else "backward"),
-                ("train.py", 41 if what == "act" else 44 if what == "grad" else 47,
-                 "train_step"), ("train.py", 80, "main"), ("train.py", 90, "<module>")]
+    def _site(self, layer: int, kind: str) -> list[tuple[str, int, str]]:
+        start = (7 * layer + 13 * len(kind)) % 56
+        inner = CPP_ALLOC + CPP_OPS[start:start + 2 + (layer + len(kind)) % 6] if self.cpp else []
+        outer = CPP_OUTER if self.cpp else []
+        if kind == "cache":
+            return [*inner, *self._torch(kind), ("train.py", 50, "train_step"),
+                    ("train.py", 80, "main"), ("train.py", 90, "<module>"), *outer]
+        if kind == "param":
+            return [*inner, (f"{SITE}/nn/modules/linear.py", 106, "__init__"),
+                    ("model.py", 300 + layer, "__init__"), ("train.py", 70, "main"),
+                    ("train.py", 90, "<module>"), *outer]
+        name = "backward" if kind == "grad" else "forward"
+        user = [("model.py", 20 + 3 * layer, name)]
+        call = [(f"{SITE}/nn/modules/module.py", 1762, "_call_impl"),
+                (f"{SITE}/nn/modules/module.py", 1751, "_wrapped_call_impl")]
+        for level in range(self.depth):  # the blocks that hold the layer, innermost first
+            user += [*call, ("model.py", 200 + 10 * level + layer % 4, name)]
+        user += [("train.py", 41 if kind == "act" else 44 if kind == "grad" else 47,
+                  "train_step"), ("train.py", 80, "main"), ("train.py", 90, "<module>")]
+        return [*inner, *self._torch(kind), *user, *outer]
 
     @staticmethod
     def _torch(kind: str) -> list[tuple[str, int, str]]:
@@ -189,7 +215,8 @@ class TrainingRun:
         self._t = 1_700_000_000_000_000
         self._serial = 0
         self._queue: list[dict[str, Any]] = []
-        params = [self._alloc(rnd, 4 * self.hidden + 4096 * i, "act", i) for i in range(self.layers)]
+        params = [self._alloc(rnd, self.hidden // (1 + i % 5) + 4096 * i, "param", i)
+                  for i in range(self.params)]
         yield from self._pending(rnd)
         kept: list[int] = []
         for step in range(1, self.steps + 1):
@@ -221,8 +248,7 @@ class TrainingRun:
     def _alloc(self, rnd: random.Random, requested: int, kind: str, layer: int) -> int:
         size = _round(requested)
         self._serial += 1
-        frames = self._stack(self._user(layer, kind), self._torch(kind), rnd)
-        frames = self.shared.get(self._serial, frames)
+        frames = self.shared.get(self._serial) or self._stack(layer, kind)
         if self._free.get(size):
             addr = self._free[size].pop()
         else:
@@ -258,15 +284,14 @@ class TrainingRun:
     def _release(self, rnd: random.Random, addr: int, kind: str,
                  layer: int) -> Iterator[dict[str, Any]]:
         size, requested, _serial, _frames = self._live.pop(addr)
-        frames = self._stack(self._user(layer, kind), self._torch(kind), rnd)
+        frames = self._stack(layer, kind)
         yield entry("free_requested", addr, requested, self._tick(rnd), frames)
         yield entry("free_completed", addr, requested, self._tick(rnd), frames)
         self._segs[self._segment_of(addr)][1] -= 1
         self._free.setdefault(size, []).append(addr)
 
     def _empty_cache(self, rnd: random.Random) -> Iterator[dict[str, Any]]:
-        frames = self._stack([("train.py", 50, "train_step"), ("train.py", 80, "main"),
-                              ("train.py", 90, "<module>")], self._torch("cache"), rnd)
+        frames = self._stack(0, "cache")
         for seg, (total, live, _bump) in list(self._segs.items()):
             if live == 0:
                 del self._segs[seg]
@@ -379,6 +404,71 @@ class _StreamPickler:
         else:  # pragma: no cover
             raise TypeError(t)
 
+    def _int(self, value: int) -> bytes:
+        if 0 <= value <= 0xFF:
+            return b"K" + bytes([value])
+        if 0 <= value <= 0xFFFF:
+            return b"M" + struct.pack("<H", value)
+        if -0x80000000 <= value <= 0x7FFFFFFF:
+            return b"J" + struct.pack("<i", value)
+        enc = pickle.encode_long(value)
+        return b"\x8a" + bytes([len(enc)]) + enc
+
+    def _get(self, obj: Any) -> bytes | None:
+        idx = self.memo.get(id(obj))
+        if idx is None:
+            return None
+        return b"h" + bytes([idx]) if idx < 256 else b"j" + struct.pack("<I", idx)
+
+    def save_entry(self, e: dict[str, Any]) -> None:
+        """``save(e, keep=False)`` for a trace entry, faster: the same bytes, built from
+        cached pieces, with frame boundaries where :meth:`save` would put them (before
+        each key, each value and each item of the frames list)."""
+        pieces = [b"}\x94("]
+        counts = 1
+        new_list = None
+        for key, value in e.items():
+            k = self._get(key)
+            if k is None or len(e) < 2:
+                return self.save(e, keep=False)
+            pieces.append(k)
+            t = type(value)
+            if t is int:
+                pieces.append(self._int(value))
+            elif t is list and id(value) not in self.memo:
+                gets = [self._get(f) for f in value]
+                if len(value) > 1000 or None in gets:
+                    return self.save(e, keep=False)
+                if len(value) > 1:
+                    pieces.append(b"]\x94(")
+                    pieces.extend(gets)
+                    pieces[-1] += b"e"
+                elif value:
+                    pieces.append(b"]\x94")
+                    pieces.append(gets[0] + b"a")
+                else:
+                    pieces.append(b"]\x94")
+                counts += 1
+                new_list = value
+            else:
+                v = self._get(value)
+                if v is None:
+                    return self.save(e, keep=False)
+                pieces.append(v)
+        pieces[-1] += b"u"
+        total = sum(map(len, pieces))
+        if self.frame.tell() + total - len(pieces[-1]) < self.FRAME_TARGET:
+            self.w(b"".join(pieces))
+        else:
+            for piece in pieces:
+                self.commit()
+                self.w(piece)
+        self.count += counts
+        if new_list is not None:  # memoized right after the dict (one index before the end)
+            self.memo[id(new_list)] = self.count - 1
+            self.held[id(new_list)] = new_list
+        return None
+
     def items(self, items: Any, keep: bool = True, after: Any = None) -> None:
         batch: list[Any] = []
         for x in items:
@@ -393,9 +483,11 @@ class _StreamPickler:
         if len(batch) > 1:
             self.w(b"(")
         for x in batch:
-            self.save(x, keep)
-            if after is not None:
+            if after is not None:  # trace entries
+                self.save_entry(x)
                 after(x)
+            else:
+                self.save(x, keep)
         self.w(b"e" if len(batch) > 1 else b"a")
 
     def pairs(self, pairs: list[tuple[Any, Any]]) -> None:
@@ -455,3 +547,23 @@ def write_streamed(path: Any, run: TrainingRun) -> int:
         p.w(b"u.")
         p.commit(force=True)
     return count
+
+
+#: the run of the demo snapshot quoted in docs/snapshot.md
+DEMO = dict(steps=60, layers=6, leak_every=3, empty_cache=True, depth=1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python tests/report/snapshot_factory.py OUT``: write the demo snapshot of
+    docs/snapshot.md (a simulated training run that keeps one activation every 3 steps
+    and calls ``torch.cuda.empty_cache()`` every step)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python tests/report/snapshot_factory.py OUT.pickle")
+    write(args[0], TrainingRun(**DEMO).snapshot())
+
+
+if __name__ == "__main__":
+    main()

@@ -288,7 +288,7 @@ def test_cli_text_html_json_and_back(tmp_path, capsys):
     assert main(["report", str(path), "--width", "120"]) == 0
     out = capsys.readouterr().out
     assert "CUDA memory snapshot" in out and "model.py:20 forward" in out
-    assert "growth: growing" in out
+    assert "growing: the lowest allocated level rises" in out
     html, js = tmp_path / "r.html", tmp_path / "r.json"
     assert main(["report", str(path), "--html", str(html), "--json", str(js)]) == 0
     err = capsys.readouterr().err
@@ -436,10 +436,24 @@ def test_a_capture_json_still_goes_to_the_capture_reader(tmp_path, capsys):
     assert "not a torchmem capture" in capsys.readouterr().err
 
 
+def test_one_snapshot_at_a_time(tmp_path, capsys):
+    path = _write(tmp_path, sf.TrainingRun(steps=2).snapshot())
+    assert main(["report", str(path), str(path)]) == 2
+    assert "expected one snapshot per command, got 2 files" in capsys.readouterr().err
+
+
 def test_missing_snapshot(tmp_path, capsys):
     path = tmp_path / "nope.pickle"
     assert main(["report", str(path)]) == 2
     assert capsys.readouterr().err.startswith(f"torchmem report: error: {path}: not found")
+
+
+def test_the_demo_snapshot_of_the_docs_is_what_the_factory_writes(tmp_path):
+    """docs/snapshot.md quotes the report of docs/snapshot-demo.pickle; it was written by
+    ``python tests/report/snapshot_factory.py docs/snapshot-demo.pickle``."""
+    demo = Path(__file__).resolve().parents[2] / "docs" / "snapshot-demo.pickle"
+    sf.main([str(tmp_path / "again.pickle")])
+    assert (tmp_path / "again.pickle").read_bytes() == demo.read_bytes()
 
 
 # -- a real snapshot -------------------------------------------------------------------------

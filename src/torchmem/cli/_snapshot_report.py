@@ -23,7 +23,7 @@ from torchmem.cli._output import Output, check_outputs, output, write_text
 from torchmem.errors import CaptureError, InputError, UsageError
 from torchmem.model.snapshot import SNAPSHOT_REPORT_VERSION, SnapshotReport
 
-__all__ = ["is_snapshot", "is_snapshot_report", "report_snapshot", "KIND"]
+__all__ = ["is_snapshot", "is_snapshot_report", "names_a_snapshot", "report_snapshot", "KIND"]
 
 #: The ``kind`` a snapshot report written by ``--json`` starts with.
 KIND = "torchmem cuda snapshot report"
@@ -53,6 +53,20 @@ def is_snapshot(path: str) -> bool:
 def is_snapshot_report(path: str) -> bool:
     """Whether ``path`` holds a snapshot report written by ``--json``."""
     return _HEAD.match(_head(path)) is not None
+
+
+def names_a_snapshot(paths: list[str]) -> bool:
+    """Whether the command line names a snapshot (or a snapshot report).
+
+    Raises:
+        UsageError: a snapshot among several files (they are analysed one at a time).
+    """
+    found = [p for p in paths if is_snapshot(p) or is_snapshot_report(p)]
+    if found and len(paths) > 1:
+        raise UsageError(f"{found[0]} is a CUDA memory snapshot; expected one snapshot per "
+                         f"command, got {len(paths)} files",
+                         tip="run 'torchmem report SNAPSHOT' once for each snapshot")
+    return bool(found)
 
 
 def snapshot_report_json(report: SnapshotReport) -> str:
@@ -97,8 +111,8 @@ def load_snapshot_report(path: str) -> SnapshotReport:
 
 
 def report_snapshot(args: argparse.Namespace, prog: str) -> int:
-    """Render the snapshot (or snapshot report) ``args.capture``; return the exit code."""
-    path = args.capture
+    """Render the snapshot (or snapshot report) ``args.capture[0]``; return the exit code."""
+    path = args.capture[0]
     if args.width is not None and args.width < 20:
         raise UsageError(f"--width must be at least 20 columns; got {args.width}")
     html_out = output("--html", args.html)

@@ -62,11 +62,9 @@ def main(argv: Sequence[str], prog: str = "torchmem report") -> int:
         InputError: an output file cannot be written (exit code 2).
     """
     args = build_parser(prog).parse_args(list(argv))
-    from torchmem.cli._snapshot_report import is_snapshot, is_snapshot_report, report_snapshot
+    from torchmem.cli._snapshot_report import names_a_snapshot, report_snapshot
 
-    if len(args.capture) == 1 and (is_snapshot(args.capture[0])
-                                   or is_snapshot_report(args.capture[0])):
-        args.capture = args.capture[0]
+    if names_a_snapshot(args.capture):
         return report_snapshot(args, prog)
     from torchmem.cli._rank_report import is_rank_report, report_ranks
 

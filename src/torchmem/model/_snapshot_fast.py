@@ -71,8 +71,10 @@ class _Layout:
 
     def __init__(self, keys: tuple[bytes, ...], names: tuple[str, ...]) -> None:
         parts = [rb"\}(" + _PUT + rb")\("]
-        roles = [0, 0, 0, 0, 0, 0]  # group of: action, addr, size, stream, time_us, frames
-        group = 1
+        # index in ``groups()`` of: action, addr, size, stream, time_us, frames (0: none;
+        # group 0 is the dict's memo store)
+        roles = [0, 0, 0, 0, 0, 0]
+        group = 0
         for raw, name in zip(keys, names):
             parts.append(re.escape(raw))
             if name == "action":
@@ -110,6 +112,8 @@ class FastPath:
         self.gets: dict[bytes, Any] = {}
         self.ints: dict[bytes, int] = {}
         self.stacks: dict[bytes, tuple[Any, ...]] = {}
+        # the bytes of a whole frames list stored with MEMOIZE -> (stack, b"\x94")
+        self.lists: dict[bytes, tuple[tuple[Any, ...], bytes]] = {}
         self.owner_id = -1
         self.sink: Any = None
 
@@ -119,6 +123,7 @@ class FastPath:
         self.layout = None
         self.gets.clear()
         self.stacks.clear()
+        self.lists.clear()
 
     def entries(self, buf: bytes, pos: int, owner: list[Any]) -> int:
         """Consume the trace entries that start at ``pos``; return where they end."""
@@ -130,7 +135,7 @@ class FastPath:
         layout = self.layout
         match = layout.match if layout is not None else None
         ia, iaddr, isize, istream, itime, iframes = layout.roles if layout else (0,) * 6
-        gets, ints, frames_of = self.gets, self.ints, self._frames
+        gets, ints, lists = self.gets, self.ints, self.lists
         from_bytes = int.from_bytes
         while pos < limit and buf[pos] == 0x7D:
             m = match(buf, pos) if match is not None else None
@@ -143,45 +148,45 @@ class FastPath:
                     break
                 match = layout.match
                 ia, iaddr, isize, istream, itime, iframes = layout.roles
-            raw = m.group(ia)
-            action = gets.get(raw)
+            g = m.groups()
+            action = gets.get(g[ia])
             if action is None:
-                action = self._get(raw)
+                action = self._get(g[ia])
                 if type(action) is not str:
                     break
+                gets[g[ia]] = action
             frames: Any = None
             put = None
             if iframes:
-                raw = m.group(iframes)
-                if raw[0] == 0x5D:
-                    frames, put = frames_of(raw)
+                raw = g[iframes]
+                known = lists.get(raw)
+                if known is not None:
+                    frames, put = known
+                elif raw[0] == 0x5D:
+                    frames, put = self._frames(raw)
                 else:
-                    frames = gets.get(raw)
-                    if frames is None:
-                        frames = self._get(raw)
+                    frames = self._get(raw)
                 if type(frames) is not tuple:
                     break
             addr = size = stream = time_us = None
             if iaddr:
-                raw = m.group(iaddr)
-                addr = ints.get(raw)
+                addr = ints.get(g[iaddr])
                 if addr is None:
-                    addr = self._cached_int(raw)
+                    addr = self._cached_int(g[iaddr])
             if isize:
-                raw = m.group(isize)
-                size = ints.get(raw)
+                size = ints.get(g[isize])
                 if size is None:
-                    size = self._cached_int(raw)
+                    size = self._cached_int(g[isize])
             if istream:
-                raw = m.group(istream)
+                raw = g[istream]
                 stream = 0 if raw == b"K\x00" else _int(raw)
             if itime:
-                raw = m.group(itime)
+                raw = g[itime]
                 time_us = from_bytes(raw[2:], "little", signed=True) if raw[0] == 0x8A \
                     else _int(raw)
             # the dict, then its frames list, were stored in the memo in this order
-            if sparse or m.group(1) != b"\x94":
-                self._store(m.group(1), CONSUMED)
+            if sparse or g[0] != b"\x94":
+                self._store(g[0], CONSUMED)
             else:
                 memo_append(CONSUMED)
             if put is not None:
@@ -235,11 +240,7 @@ class FastPath:
         if idx >= len(memo):
             return None
         value = memo[idx]
-        if type(value) not in (str, tuple):
-            return None
-        if len(self.gets) < _CACHE_LIMIT:
-            self.gets[raw] = value
-        return value
+        return value if type(value) in (str, tuple) else None
 
     def _frames(self, raw: bytes) -> tuple[tuple[Any, ...] | None, bytes]:
         """``]`` PUT [``(`` gets ``e`` | get ``a``] -> (interned stack, the PUT bytes)."""
@@ -260,6 +261,10 @@ class FastPath:
             if len(self.stacks) >= _CACHE_LIMIT:
                 self.stacks.clear()
             self.stacks[gets] = stack
+        if put == b"\x94":
+            if len(self.lists) >= _CACHE_LIMIT:
+                self.lists.clear()
+            self.lists[raw] = (stack, put)
         return stack, put
 
     def _store(self, put: bytes, value: Any) -> None:

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchmem.model.capture import Finding
+from torchmem.model.readings import Fragmentation
 from torchmem.model.snapshot import AllocationSite, DeviceSnapshot, Frame, SnapshotReport
 from torchmem.report.sanitize import printable
 from torchmem.report.terminal import sparkline
@@ -48,68 +49,83 @@ def where(frame: Frame) -> str:
 
 
 def _when(seconds: float | None, entry: int, entries: int) -> str:
-    at = f"entry {entry:,} of {entries:,}" if entry else "the start of the trace"
-    return f"{seconds:.2f} s into the trace ({at})" if seconds is not None and entry else at
+    if not entry:
+        return "at the start of the trace"
+    at = f"entry {entry:,} of {entries:,}"
+    return f"{seconds:.2f} s into the trace ({at})" if seconds is not None else at
 
 
 def _headline(d: DeviceSnapshot) -> Text:
     text = Text(f"{printable(d.device)}: ", style="bold")
     if d.entries:
         text.append(f"peak {format_bytes(d.peak_allocated)} allocated", style="bold")
-        text.append(f" at {_when(d.peak_at_s, d.peak_entry, d.entries)}; ")
+        text.append(f", {_when(d.peak_at_s, d.peak_entry, d.entries)}")
     else:
         text.append(f"{format_bytes(d.allocated_end)} allocated", style="bold")
-        text.append(" (no trace recorded); ")
-    text.append(f"{format_bytes(d.allocated_end)} allocated and {format_bytes(d.reserved_end)} "
-                f"reserved at the end, in {d.segments} segments")
+        text.append(" (no trace was recorded)")
     return text
+
+
+def _row(label: str, value: str, style: str = "") -> Text:
+    line = Text(f"  {label:<12}", style="bold")
+    line.append(value, style=style)
+    return line
 
 
 def _timeline(d: DeviceSnapshot, width: int) -> list[Text]:
     lines = []
     span = (f"over {d.duration_s:.1f} s" if d.timeline_unit == "s" and d.duration_s
             else f"over {d.entries:,} entries")
-    for key, label in (("allocated", "allocated"), ("reserved", "reserved")):
+    for key in ("allocated", "reserved"):
         values = d.timeline.get(key, [])
         if len(values) < 2:
             continue
-        line = Text(f"  {label:<10} ", style="bold")
-        line.append(sparkline(values, width=max(10, min(60, width - 50))), style="cyan")
+        line = _row(key, sparkline(values, width=max(10, min(48, width - 50))), "cyan")
         line.append(f"  {format_bytes(min(values))} .. {format_bytes(max(values))} {span}")
         lines.append(line)
     return lines
 
 
+def _allocator(frag: Fragmentation) -> str:
+    share = f"{frag.ratio:.0%} of the {format_bytes(frag.reserved)} reserved"
+    if frag.verdict == "fragmented":
+        return (f"fragmented: {format_bytes(frag.inactive_split)} in free pieces beside "
+                f"blocks in use ({share}); empty_cache() cannot return them")
+    if frag.verdict == "pressure":
+        return (f"pressure: {frag.num_ooms} out-of-memory error(s), {frag.alloc_retries} "
+                f"flush(es) to retry a cudaMalloc; {format_bytes(frag.inactive_split)} in "
+                f"split free blocks ({share})")
+    if frag.verdict == "cached":
+        return (f"cached: {format_bytes(frag.releasable)} in wholly free segments, reused by "
+                "the next allocations (not fragmentation)")
+    return (f"ok: {format_bytes(frag.inactive_split)} in split free blocks ({share}), "
+            f"{format_bytes(frag.releasable)} in wholly free segments")
+
+
 def _status(d: DeviceSnapshot) -> list[Text]:
-    out = []
+    out = [_row("at the end", f"{format_bytes(d.allocated_end)} allocated, "
+                              f"{format_bytes(d.reserved_end)} reserved in {d.segments} "
+                              "segments")]
     if d.growth is not None:
         style = {"growing": "bold red", "flat": "green"}.get(d.growth.verdict, "yellow")
-        line = Text("  growth: ", style="bold")
-        line.append(f"{d.growth.verdict}: {d.growth.reason}", style=style)
-        out.append(line)
-    frag = d.fragmentation
-    if frag is not None:
-        style = {"ok": "green", "cached": "green"}.get(frag.verdict, "bold red")
-        line = Text("  allocator: ", style="bold")
-        line.append(f"{frag.verdict}: {frag.explanation}", style=style)
-        out.append(line)
+        out.append(_row("growth", f"{d.growth.verdict}: {d.growth.reason}", style))
+    if d.fragmentation is not None:
+        style = "green" if d.fragmentation.verdict in ("ok", "cached") else "bold red"
+        out.append(_row("allocator", _allocator(d.fragmentation), style))
     if d.flush_runs:
-        line = Text("  cache: ", style="bold")
-        line.append(f"{d.flush_runs} flush(es) handed {format_bytes(d.bytes_returned)} back "
-                    f"to the driver ({d.empty_cache_runs} from torch.cuda.empty_cache()); "
-                    f"{format_bytes(d.bytes_rerequested)} was requested from it again")
-        out.append(line)
+        out.append(_row("cache", f"{d.flush_runs} flush(es) handed "
+                                 f"{format_bytes(d.bytes_returned)} back to the driver "
+                                 f"({d.empty_cache_runs} by torch.cuda.empty_cache()); "
+                                 f"{format_bytes(d.bytes_rerequested)} was requested again"))
     if d.ooms:
         last = d.oom_events[-1] if d.oom_events else None
-        line = Text("  out of memory: ", style="bold red")
-        text = f"the allocator raised out of memory {d.ooms} time(s)"
+        text = f"raised {d.ooms} time(s)"
         if last is not None:
-            free = f" with {format_bytes(last.device_free)} free on the device" \
+            free = f" with {format_bytes(last.device_free)} free" \
                 if last.device_free is not None else ""
             at = f" at {where(last.user_frames[0])}" if last.user_frames else ""
             text += f"; the last asked for {format_bytes(last.requested)}{free}{at}"
-        line.append(text, style="red")
-        out.append(line)
+        out.append(_row("OOM", text, "bold red"))
     return out
 
 
@@ -137,7 +153,7 @@ def _sites(d: DeviceSnapshot) -> list[Text | Table]:
     if not d.top_at_peak:
         return []
     total = d.peak_allocated
-    head = Text(f"  alive at the peak: {d.live_at_peak:,} allocations, "
+    head = Text(f"\n  alive at the peak: {d.live_at_peak:,} allocations, "
                 f"{format_bytes(total)}", style="bold")
     if d.unattributed:
         head.append(f" ({format_bytes(d.unattributed)} not accounted for by the trace)",
@@ -183,14 +199,15 @@ def render_snapshot(report: SnapshotReport, file: IO[str] | None = None,
     console.print()
     head = Text("torchmem report: ", style="bold")
     head.append(printable(report.source), style="bold cyan")
-    head.append(f": CUDA memory snapshot, {format_bytes(report.file_bytes)}, "
-                f"{entries:,} trace entries, {len(report.devices)} device(s)")
     console.print(head)
+    n = len(report.devices)
+    console.print(f"CUDA memory snapshot: {format_bytes(report.file_bytes)}, {entries:,} trace "
+                  f"entries, {n} device{'s' if n != 1 else ''}")
     for d in report.devices:
         console.print()
         console.print(_headline(d))
-        for line in _timeline(d, console.width) + _status(d):
-            console.print(line)
+        for line in _status(d)[:1] + _timeline(d, console.width) + _status(d)[1:]:
+            console.print(line, soft_wrap=True)
         for part in _sites(d):
             console.print(part)
     console.print()
