@@ -101,9 +101,9 @@ def _spark(values: Sequence[int]) -> str:
     return "".join(_BARS[int(round((v - low) * scale))] for v in values)
 
 
-def render_panel(state: LiveState) -> Group:
-    """The panel for ``state``: a few rich ``Text`` lines (columns laid out here, not by a
-    rich ``Table``, whose layout costs ~20x more per refresh)."""
+def render_panel(state: LiveState, width: int = 100) -> Group:
+    """The panel for ``state``, ``width`` columns wide: a few rich ``Text`` lines (columns
+    laid out here, not by a rich ``Table``, whose layout costs ~20x more per refresh)."""
     lines: list[Text] = []
     head = Text(printable(state.title, 200), style="bold")
     steps = f"step {state.step}" if state.step else "waiting for the first step"
@@ -112,19 +112,22 @@ def render_panel(state: LiveState) -> Group:
     lines.append(head)
     if state.used:
         names = {d: printable(d, 40) for d in state.used}
-        width = max(6, *(len(n) for n in names.values()))
-        lines.append(Text(f"{'device':<{width}}  {'now':>10}  {'peak':>10}  "
-                          f"{'since step 1':>12}  {'per step':>10}  last {HISTORY} steps",
-                          style="bold"))
+        name_width = max(6, *(len(n) for n in names.values()))
+        # the sparkline gets what is left of the line (the last steps that fit)
+        room = max(8, min(HISTORY, width - name_width - 52))
+        shown = min(room, max((len(v) for v in state.history.values()), default=0))
+        last = f"last {shown} steps" if room >= 14 else f"last {shown}"
+        lines.append(Text(f"{'device':<{name_width}}  {'now':>10}  {'peak':>10}  "
+                          f"{'since step 1':>12}  {'per step':>10}  {last}", style="bold"))
         for device, used in state.used.items():
             first = state.first.get(device)
             growth = used - first if first is not None else None
             per = growth / (state.step - 1) if growth is not None and state.step > 1 else None
-            row = Text(f"{names[device]:<{width}}  {format_bytes(used):>10}  "
+            row = Text(f"{names[device]:<{name_width}}  {format_bytes(used):>10}  "
                        f"{format_bytes(state.peak.get(device, used)):>10}  "
                        f"{format_delta(growth) if growth is not None else '':>12}  "
                        f"{format_delta(per) if per is not None else '':>10}  ")
-            row.append(_spark(state.history.get(device, ())), style="cyan")
+            row.append(_spark(state.history.get(device, [])[-room:]), style="cyan")
             lines.append(row)
     if state.phase:
         lines.append(Text(f"phase: {printable(state.phase, 300)}"))
@@ -307,7 +310,7 @@ class LiveProbe:
         buffer = io.StringIO()
         console = Console(file=buffer, width=width, force_terminal=True, highlight=False,
                           color_system=None if os.environ.get("NO_COLOR") else "standard")
-        console.print(render_panel(self._state(holders)), crop=True, overflow="ellipsis",
+        console.print(render_panel(self._state(holders), width), crop=True, overflow="ellipsis",
                       no_wrap=True)
         self._screen.draw(buffer.getvalue(), [inner for _, inner, _ in self._wrapped])
         self.refreshes += 1
