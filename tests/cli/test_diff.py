@@ -161,7 +161,7 @@ def test_different_devices_are_refused_unless_one_is_chosen(tmp_path, capsys):
     (b'{"schema_version": 1, "tool": "torchmem doctor"', "expected JSON, got a parse error"),
     (b'{"schema_version": 99, "tool": "torchmem doctor"}', "this torchmem reads 1..1"),
     (b'{"hello": 1}', "is not a torchmem capture"),
-    (pickle.dumps({"segments": []}), "refused"),
+    (pickle.dumps([1, 2]), "refused"),
 ])
 def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, content, message):
     capture().save(tmp_path / "a.json")
@@ -205,3 +205,35 @@ def test_strings_from_a_capture_cannot_drive_the_terminal(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "evil\\x1b[2J" in out
+
+
+# -- CUDA snapshots (built from PyTorch's documented format, as in test_snapshot_import) --------
+def test_two_snapshots_compare_and_a_capture_with_a_snapshot_is_refused(tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+    try:
+        import snapshot_factory as sf
+    finally:
+        sys.path.pop(0)
+    sf.write(tmp_path / "before.pickle", sf.TrainingRun(steps=30, layers=4, leak_every=3,
+                                                        empty_cache=True).snapshot())
+    sf.write(tmp_path / "after.pickle", sf.TrainingRun(steps=30, layers=4).snapshot())
+    code = main(["diff", str(tmp_path / "before.pickle"), str(tmp_path / "after.pickle"),
+                 "--json", str(tmp_path / "d.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    data = json.loads((tmp_path / "d.json").read_text())["diff"]
+    assert data["a"]["kind"] == data["b"]["kind"] == "snapshot"
+    peak = data["peak"][0]
+    assert peak["key"] == "cuda:0" and peak["b"] < peak["a"]  # the leak is gone
+    assert "peak reserved cuda:0" in out and "by line (alive at the peak)" in out
+    gone = {f["cause"] for f in data["findings"] if f["status"] == "gone"}
+    assert "cache_thrash" in gone
+    assert "gone in " in out and "allocator cache emptied again and again" in out
+    assert main(["diff", str(tmp_path / "before.pickle"), str(tmp_path / "after.pickle"),
+                 "--quiet", "--fail-over", "0%"]) == 0  # the peak fell
+    capture().save(tmp_path / "c.json")
+    assert main(["diff", str(tmp_path / "c.json"), str(tmp_path / "after.pickle")]) == 2
+    err = capsys.readouterr().err
+    assert "is a torchmem capture and" in err and "a CUDA memory snapshot; expected two " \
+        "inputs of the same kind" in err
+

@@ -1,7 +1,8 @@
 """Compare two runs: side-by-side figures and what explains the difference (no torch).
 
 :func:`diff_captures` takes two captures (``torchmem run/doctor --json``; anything with the
-same attributes works, see :class:`Side`) and returns a :class:`CaptureDiff`: the peak and
+same attributes works, see :class:`Side`) or two CUDA snapshot reports
+(:func:`side_of_snapshot`) and returns a :class:`CaptureDiff`: the peak and
 the growth per step of each device, the steps and the time per step, the bytes by role,
 by module and by source line, the findings that appeared, vanished or changed, and the
 explanations (:mod:`torchmem.analyze.diff_explain`), each stated with its numbers.
@@ -40,7 +41,7 @@ from torchmem.model._serde import Record
 from torchmem.units import format_bytes, format_delta, parse_bytes
 
 __all__ = ["Side", "Row", "LineRow", "FindingChange", "Explanation", "CaptureDiff", "Limit",
-           "side_of", "diff_captures", "parse_limit", "over_limits", "module_of",
+           "side_of", "side_of_snapshot", "diff_captures", "parse_limit", "over_limits", "module_of",
            "listed_elsewhere"]
 
 #: most rows kept in the module and line tables (largest changes first)
@@ -66,6 +67,11 @@ class Side(Record):
         step_time: median seconds per step (None with fewer than 3 steps).
         roles: role -> bytes; modules: module -> bytes; module_source: where those came from.
         lines: per-line records as ``(key, file, line, code, allocated, alive, peak_share)``.
+        line_measure: ``step`` (allocated per step / alive at its end) or ``peak``
+            (alive at the peak: a snapshot's allocations by their innermost user frame).
+        growth_unit: what growth is per: ``step``, or for snapshots ``s`` or
+            ``1000 entries``.
+        reserved: device -> peak reserved bytes, where known (snapshots).
         findings: the input's findings (records as in the capture).
         storages: the listed storages (``StorageSummary`` records).
         environment: versions and device names.
@@ -89,6 +95,9 @@ class Side(Record):
     modules: dict[str, int] = field(default_factory=dict)
     module_source: str = ""
     lines: tuple[tuple[str, str, int, str, int, int, float], ...] = ()
+    line_measure: str = "step"
+    growth_unit: str = "step"
+    reserved: dict[str, int] = field(default_factory=dict)
     findings: tuple[Any, ...] = ()
     storages: tuple[Any, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
@@ -156,7 +165,8 @@ class Explanation(Record):
     """One reason for the difference, derived from the data, with its numbers.
 
     Attributes:
-        kind: ``new_holder``, ``vanished_holder``, ``holder_changed``, ``batch_size``,
+        kind: ``new_holder``, ``vanished_holder``, ``holder_changed``, ``new_finding``,
+            ``vanished_finding``, ``batch_size``,
             ``checkpointing``, ``activations``, ``model_size``, ``dtype``, ``optimizer_state``,
             ``growth``, ``line`` or ``unexplained``.
         text: the sentence.
@@ -176,6 +186,7 @@ class CaptureDiff(Record):
     b: Side
     peak: tuple[Row, ...] = ()
     growth: tuple[Row, ...] = ()
+    reserved: tuple[Row, ...] = ()
     steps: Row | None = None
     step_time: Row | None = None
     roles: tuple[Row, ...] = ()
@@ -322,6 +333,46 @@ def side_of(capture: Any, label: str, kind: str = "capture") -> Side:
     )
 
 
+def side_of_snapshot(report: Any, label: str) -> Side:
+    """The :class:`Side` of a CUDA snapshot's report (:class:`~torchmem.model.snapshot
+    .SnapshotReport`): peak allocated and reserved, the growth verdict across the trace
+    (per second, or per 1000 entries without times), the findings, and the allocations
+    alive at the peak by their innermost frame of the script (the ``lines``)."""
+    peak: dict[str, int] = {}
+    reserved: dict[str, int] = {}
+    growth: dict[str, float] = {}
+    slope: dict[str, float | None] = {}
+    verdict: dict[str, str] = {}
+    lines: dict[str, tuple[str, str, int, str, int, int, float]] = {}
+    units = set()
+    for d in report.devices:
+        peak[d.device] = int(d.peak_allocated)
+        reserved[d.device] = int(d.peak_reserved)
+        if d.growth is not None:
+            units.add(d.growth.unit)
+            fitted = float(d.growth.bytes_per_unit)
+            growth[d.device] = fitted if d.growth.verdict == "growing" else 0.0
+            slope[d.device], verdict[d.device] = fitted, d.growth.verdict
+        for site in d.top_at_peak:
+            frames = site.user_frames or site.library_frames
+            if not frames:
+                continue
+            f = frames[0]
+            key = _line_key(f.filename, f.line, "", d.device)
+            old = lines.get(key)
+            alive = int(site.bytes) + (old[5] if old else 0)
+            share = alive / d.peak_allocated if d.peak_allocated else 0.0
+            lines[key] = (key, f.filename, f.line, f"in {f.name}", alive, alive, share)
+    return Side(label=label, kind="snapshot",
+                schema_version=int(getattr(report, "format_version", 1)),
+                tool="CUDA memory snapshot", script=str(report.source),
+                command=str(report.source), devices=tuple(d.device for d in report.devices),
+                peak=peak, reserved=reserved, growth=growth, slope=slope, verdict=verdict,
+                growth_unit=units.pop() if len(units) == 1 else "s",
+                lines=tuple(lines.values()), line_measure="peak",
+                findings=tuple(report.findings))
+
+
 # -- comparing ------------------------------------------------------------------------------
 def _rows(a: Mapping[str, float], b: Mapping[str, float], keys: Iterable[str] | None = None,
           limit: int | None = None) -> tuple[Row, ...]:
@@ -410,6 +461,11 @@ def diff_captures(a: Any, b: Any, *, a_label: str = "a", b_label: str = "b",
     sb = b if isinstance(b, Side) else side_of(b, b_label)
     shown = list(devices) if devices else list(dict.fromkeys([*sa.devices, *sb.devices]))
     notes = []
+    growth_devices = [d for d in shown if d in sa.growth or d in sb.growth]
+    if sa.growth_unit != sb.growth_unit and growth_devices:
+        notes.append(f"growth is per {sa.growth_unit} in {sa.label} and per "
+                     f"{sb.growth_unit} in {sb.label}: not compared")
+        growth_devices = []
     if sa.step_source != sb.step_source and sa.steps and sb.steps:
         notes.append(f"steps are counted differently ({sa.label}: {sa.step_source}, "
                      f"{sb.label}: {sb.step_source}): per-step figures compare unlike steps")
@@ -423,7 +479,9 @@ def diff_captures(a: Any, b: Any, *, a_label: str = "a", b_label: str = "b",
     diff = CaptureDiff(
         a=sa, b=sb,
         peak=_rows(sa.peak, sb.peak, shown),
-        growth=_rows(sa.growth, sb.growth, [d for d in shown if d in sa.growth or d in sb.growth]),
+        growth=_rows(sa.growth, sb.growth, growth_devices),
+        reserved=_rows(sa.reserved, sb.reserved,
+                       [d for d in shown if d in sa.reserved or d in sb.reserved]),
         steps=Row("steps", sa.steps, sb.steps),
         step_time=Row("time/step", sa.step_time, sb.step_time),
         roles=_rows(sa.roles, sb.roles),
@@ -499,7 +557,7 @@ def over_limits(diff: CaptureDiff, limits: Sequence[Limit]) -> list[str]:
         for row in rows:
             if row.a is None or row.b is None or not limit.exceeded(row):
                 continue
-            unit = "/step" if limit.metric == "growth" else ""
+            unit = f"/{diff.a.growth_unit}" if limit.metric == "growth" else ""
             pct = f" ({row.change / row.a:+.1%})" if row.a else ""
             what = "peak" if limit.metric == "peak" else "growth"
             out.append(f"{what} on {row.key} rose from {format_bytes(row.a)}{unit} to "

@@ -4,8 +4,9 @@ Each rule reads the figures of a :class:`~torchmem.analyze.diff.CaptureDiff` and
 its pattern is in the data, says so in one sentence with the numbers that show it:
 
 * **holders** (``new_holder``, ``vanished_holder``, ``holder_changed``): a doctor finding
-  present on one side only, or whose bytes changed; a large listed storage with a name the
-  other side does not list.
+  whose culprit holds memory, present on one side only, or whose bytes changed; a large
+  listed storage with a name the other side does not list. Other findings (allocator
+  fragmentation, cache thrash, a crash) are ``new_finding`` / ``vanished_finding``.
 * **batch_size**: model state (parameters, gradients, optimizer state) unchanged while the
   other tensors (inputs, outputs, activations) scale by the same factor; listed storages of
   the same name whose first dimension scales by that factor back it up. Without such a
@@ -44,6 +45,12 @@ __all__ = ["explain"]
 MiB = 1024 * 1024
 #: model state: what does not depend on the batch
 _STATE = ("parameter", "buffer", "gradient", "optimizer_state")
+#: causes whose culprit holds the memory (the others: the allocator's state, a crash...)
+_RETAINING = ("retained_graph", "hidden_state_chain", "backward_flags_graph", "eval_graph",
+              "view_pins_storage", "reference_cycle", "growing_container", "grad_not_cleared")
+#: explanations that account for a moved peak
+_EXPLAINS_PEAK = ("new_holder", "vanished_holder", "holder_changed", "new_finding",
+                  "vanished_finding", "line")
 #: growth changes smaller than this (bytes per step) are not explained (the table shows them)
 _GROWTH_FLOOR = 4096
 
@@ -84,18 +91,28 @@ def _significant(change: float, base: float) -> bool:
 
 def _holders(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> None:
     for c in diff.findings:
+        holds = c.cause in _RETAINING and c.holder
         who = f"`{c.holder}`" if c.holder else c.title
         where = f" ({c.where})" if c.where else ""
         if c.status == "new":
             per = f", {format_delta(c.per_step_b or 0)}/step" if c.per_step_b else ""
-            out.append(E("new_holder", f"new holder in {diff.b.label}: {who}{where} keeps a "
-                         f"{c.title}: {format_bytes(c.bytes_b or 0)} at the end{per}",
-                         float(c.bytes_b or 0)))
+            if holds:
+                text = (f"new holder in {diff.b.label}: {who}{where} keeps a {c.title}: "
+                        f"{format_bytes(c.bytes_b or 0)} at the end{per}")
+            else:
+                text = (f"new finding in {diff.b.label}: {c.title}{_by(c)}: "
+                        f"{format_bytes(c.bytes_b or 0)}{per}")
+            out.append(E("new_holder" if holds else "new_finding", text, float(c.bytes_b or 0)))
         elif c.status == "gone":
             per = f", {format_delta(c.per_step_a or 0)}/step" if c.per_step_a else ""
-            out.append(E("vanished_holder", f"{who}{where} no longer keeps a {c.title} in "
-                         f"{diff.b.label} ({format_bytes(c.bytes_a or 0)}{per} in "
-                         f"{diff.a.label})", float(c.bytes_a or 0)))
+            if holds:
+                text = (f"{who}{where} no longer keeps a {c.title} in {diff.b.label} "
+                        f"({format_bytes(c.bytes_a or 0)}{per} in {diff.a.label})")
+            else:
+                text = (f"gone in {diff.b.label}: {c.title}{_by(c)} "
+                        f"({format_bytes(c.bytes_a or 0)}{per} in {diff.a.label})")
+            out.append(E("vanished_holder" if holds else "vanished_finding", text,
+                         float(c.bytes_a or 0)))
         elif not _same(c.bytes_a, c.bytes_b, 0.1) or not _same(c.per_step_a, c.per_step_b, 0.1):
             out.append(E("holder_changed", f"{who}{where} ({c.title}) holds "
                          f"{format_bytes(c.bytes_a or 0)} -> {format_bytes(c.bytes_b or 0)} "
@@ -116,6 +133,13 @@ def _holders(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> None:
                     f"{format_bytes(s.nbytes)}) is gone in {diff.b.label}")
             out.append(E("new_holder" if verb == "new" else "vanished_holder", text,
                          float(s.nbytes)))
+
+
+def _by(c: Any) -> str:
+    """`` (`holder`, file:line)`` of a finding that is not a holder of memory."""
+    parts = [f"`{c.holder}`" if c.holder else "", c.where or ""]
+    shown = ", ".join(p for p in parts if p)
+    return f" ({shown})" if shown else ""
 
 
 def _shape_key(s: Any) -> Any:
@@ -268,6 +292,7 @@ def _model(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> bool:
 
 def _growth(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> None:
     named = any(c.status == "new" for c in diff.findings)
+    unit = diff.a.growth_unit
     for row in diff.growth:
         a, b = row.a or 0.0, row.b or 0.0
         if abs(b - a) < _GROWTH_FLOOR:
@@ -277,15 +302,15 @@ def _growth(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> None:
                 f": `torchmem doctor` on {diff.b.script or 'the script'} looks for one"
                 if "doctor" not in diff.b.tool else ""))
             out.append(E("growth", f"memory grows on {row.key} in {diff.b.label} by "
-                         f"{format_bytes(b)}/step ({diff.a.label}: "
+                         f"{format_bytes(b)}/{unit} ({diff.a.label}: "
                          f"{diff.a.verdict.get(row.key, 'no verdict')}){hint}", b))
         elif a > 0 and b == 0:
             out.append(E("growth", f"memory no longer grows on {row.key} in {diff.b.label} "
                          f"({diff.b.verdict.get(row.key, 'no verdict')}; {diff.a.label} grew "
-                         f"{format_bytes(a)}/step)", a))
+                         f"{format_bytes(a)}/{unit})", a))
         elif not _same(a, b, 0.1):
-            out.append(E("growth", f"growth on {row.key} {format_bytes(a)}/step -> "
-                         f"{format_bytes(b)}/step", abs(b - a)))
+            out.append(E("growth", f"growth on {row.key} {format_bytes(a)}/{unit} -> "
+                         f"{format_bytes(b)}/{unit}", abs(b - a)))
 
 
 def _lines(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> None:
@@ -295,14 +320,18 @@ def _lines(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> None:
         if abs(row.change) < floor:
             continue
         code = f" `{row.code.strip()}`" if row.code.strip() else ""
+        if diff.a.line_measure == "peak" and code:  # a snapshot's function name, not code
+            code = f" ({row.code.strip()})"
         alive = f"alive {format_bytes(row.alive_a or 0)} -> {format_bytes(row.alive_b or 0)}"
         made = (f"allocated {format_bytes(row.allocated_a or 0)} -> "
-                f"{format_bytes(row.allocated_b or 0)}")
+                f"{format_bytes(row.allocated_b or 0)}, " if diff.a.line_measure == "step"
+                else "")
+        alive += " at the peak" if diff.a.line_measure == "peak" else ""
         only_b = row.alive_a is None and row.allocated_a is None
         only_a = row.alive_b is None and row.allocated_b is None
         status = (f" (only in {diff.b.label})" if only_b
                   else f" (only in {diff.a.label})" if only_a else "")
-        out.append(E("line", f"{row.where}{code}{status}: {made}, {alive}", abs(row.change)))
+        out.append(E("line", f"{row.where}{code}{status}: {made}{alive}", abs(row.change)))
 
 
 def explain(diff: "CaptureDiff") -> list["Explanation"]:
@@ -319,8 +348,7 @@ def explain(diff: "CaptureDiff") -> list["Explanation"]:
     out.sort(key=lambda e: -e.bytes)
     peak = _peak_change(diff)
     if peak is not None and _significant(peak[3], max(peak[1], peak[2])) and not (
-            batch or model or ckpt or any(e.kind in ("new_holder", "vanished_holder", "line",
-                                                     "holder_changed") for e in out)):
+            batch or model or ckpt or any(e.kind in _EXPLAINS_PEAK for e in out)):
         device = peak[0]
         heap = (f"; on {device} the peak is the C heap, which also counts memory outside "
                 "tensors (libraries, Python objects)") if device == "cpu" else ""

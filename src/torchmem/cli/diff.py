@@ -4,7 +4,10 @@
 step of each device, the time per step, the bytes by role, by module and by line, the
 findings that appeared or vanished, and what explains the difference (a new holder, a
 bigger batch, a checkpointing change...), each with its numbers. ``--fail-over`` makes it
-a CI gate: past the limit, one line on stderr and exit code 1. Never imports torch.
+a CI gate: past the limit, one line on stderr and exit code 1. Two CUDA memory snapshots
+(``torch.cuda.memory._dump_snapshot``, or the reports ``torchmem report --json`` wrote of
+them) compare the same way: peak allocated and reserved, growth across the trace, the
+allocations alive at the peak by line, the findings. Never imports torch.
 
 Exit codes: 0 within every limit (or no limit given); 1 past a ``--fail-over`` limit;
 2 on bad input: a missing or corrupted file, inputs of different kinds or schema
@@ -17,17 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from torchmem.cli._output import check_outputs, output, write_text
 from torchmem.errors import InputError, UsageError
 
+if TYPE_CHECKING:
+    from torchmem.analyze.diff import Side
+
 SUMMARY = ("compare two captures: peak, growth, roles, modules, lines, and what explains the "
            "difference")
-
-#: the first bytes of a pickle (protocol 2 and later); CUDA snapshots are pickles
-_PICKLE = b"\x80"
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse that raises :class:`UsageError` (one line, exit 2) instead of printing usage."""
@@ -40,8 +42,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = _Parser(
         prog=prog,
         description="Compare two captures (written by 'torchmem run --json' or 'torchmem "
-                    "doctor --json'): the first is the baseline, the second the new run.",
-        epilog="Limits: '10%%' or '50MiB' is on the peak of each device; 'growth=64KiB' on "
+                    "doctor --json'), or two CUDA memory snapshots: the first is the "
+                    "baseline, the second the new run.",
+        epilog="Limits: '10%' or '50MiB' is on the peak of each device; 'growth=64KiB' on "
                "the growth per step; repeat --fail-over for several. Exit code 1 past a limit.",
     )
     parser.add_argument("base", metavar="A", help="the baseline capture")
@@ -60,67 +63,59 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _load_snapshot(path: str) -> Any:
-    """A CUDA snapshot as a capture-like object, through torchmem's snapshot import."""
-    import importlib
-
-    for name in ("torchmem.report.snapshot", "torchmem.model.snapshot"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        for attr in ("load_snapshot_capture", "snapshot_capture", "load_snapshot"):
-            loader = getattr(module, attr, None)
-            if callable(loader):
-                return loader(path)
-    raise InputError(f"{path} looks like a pickle (a CUDA memory snapshot?); this torchmem "
-                     "cannot read snapshots; expected a JSON capture",
-                     tip="record the runs with 'torchmem run --json FILE'")
-
-
-def load_input(path: str) -> tuple[Any, str]:
-    """The capture (or snapshot) at ``path`` and its kind, ``capture`` or ``snapshot``.
+def load_side(path: str) -> "Side":
+    """The figures of the capture (or CUDA snapshot, or snapshot report) at ``path``.
 
     Raises:
-        CaptureError, InputError: missing, unreadable or not a capture (exit code 2).
+        CaptureError, InputError: missing, unreadable, refused or not a capture (exit 2).
     """
+    from torchmem.analyze.diff import side_of, side_of_snapshot
+    from torchmem.cli._snapshot_report import is_snapshot, is_snapshot_report
     from torchmem.model.capture import Capture
 
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(1)
+        with open(path, "rb"):
+            pass
     except FileNotFoundError:
         raise InputError(f"capture not found: {path}",
                          tip="pass two files written by --json") from None
     except OSError as err:
         raise InputError(f"cannot read {path}: {err.strerror or err}") from None
-    if head == _PICKLE:
-        return _load_snapshot(path), "snapshot"
-    return Capture.load(path), "capture"
+    if is_snapshot_report(path):
+        from torchmem.cli._snapshot_report import load_snapshot_report
+
+        return side_of_snapshot(load_snapshot_report(path), path)
+    if is_snapshot(path):
+        from torchmem.analyze.snapshot import analyze_snapshot
+
+        return side_of_snapshot(analyze_snapshot(path), path)
+    return side_of(Capture.load(path), path)
 
 
-def _check_alike(a: Any, b: Any, kinds: tuple[str, str], labels: tuple[str, str],
-                 devices: list[str]) -> None:
+_KINDS = {"capture": "torchmem capture", "snapshot": "CUDA memory snapshot"}
+
+
+def _check_alike(a: "Side", b: "Side", devices: list[str]) -> None:
     """Refuse inputs that cannot be compared figure for figure (exit code 2)."""
-    if kinds[0] != kinds[1]:
-        raise InputError(f"{labels[0]} is a {kinds[0]} and {labels[1]} a {kinds[1]}; expected "
-                         "two inputs of the same kind", tip="compare captures with captures")
-    va, vb = getattr(a, "schema_version", 1), getattr(b, "schema_version", 1)
-    if va != vb:
-        raise InputError(f"{labels[0]} has schema version {va} and {labels[1]} {vb}; expected "
-                         "the same schema version", tip="record both runs with the same torchmem")
-    da = set(getattr(a, "peak", {}) or {}) | set(getattr(a, "devices", ()) or ())
-    db = set(getattr(b, "peak", {}) or {}) | set(getattr(b, "devices", ()) or ())
+    if a.kind != b.kind:
+        raise InputError(f"{a.label} is a {_KINDS[a.kind]} and {b.label} a {_KINDS[b.kind]}; "
+                         "expected two inputs of the same kind",
+                         tip="compare captures with captures, snapshots with snapshots")
+    if a.schema_version != b.schema_version:
+        raise InputError(f"{a.label} has schema version {a.schema_version} and {b.label} "
+                         f"{b.schema_version}; expected the same schema version",
+                         tip="record both runs with the same torchmem")
+    da, db = set(a.peak) | set(a.devices), set(b.peak) | set(b.devices)
     if devices:
         for device in devices:
-            missing = [label for label, have in zip(labels, (da, db)) if device not in have]
+            missing = [side.label for side, have in ((a, da), (b, db)) if device not in have]
             if missing:
                 raise InputError(f"--device {device}: {' and '.join(missing)} did not measure "
                                  f"it; expected one of {', '.join(sorted(da & db)) or 'none'}")
         return
     if da != db:
-        raise InputError(f"{labels[0]} measured {', '.join(sorted(da)) or 'no device'} and "
-                         f"{labels[1]} {', '.join(sorted(db)) or 'no device'}; expected the "
+        raise InputError(f"{a.label} measured {', '.join(sorted(da)) or 'no device'} and "
+                         f"{b.label} {', '.join(sorted(db)) or 'no device'}; expected the "
                          "same devices",
                          tip=f"--device {sorted(da & db)[0]} compares one device both measured"
                          if da & db else None)
@@ -142,11 +137,9 @@ def main(argv: Sequence[str], prog: str = "torchmem diff") -> int:
     json_out = output("--json", args.json)
     check_outputs([json_out], [(f"the capture {args.base}", args.base),
                                (f"the capture {args.new}", args.new)])
-    a, kind_a = load_input(args.base)
-    b, kind_b = load_input(args.new)
-    _check_alike(a, b, (kind_a, kind_b), (args.base, args.new), args.device)
-    diff = diff_captures(a, b, a_label=args.base, b_label=args.new,
-                         devices=args.device or None)
+    a, b = load_side(args.base), load_side(args.new)
+    _check_alike(a, b, args.device)
+    diff = diff_captures(a, b, devices=args.device or None)
     exceeded = [f"{prog}: {line}" for line in over_limits(diff, limits)]
     if not args.quiet:
         from torchmem.report.diff import render_diff

@@ -27,17 +27,17 @@ __all__ = ["render_diff", "MAX_TABLE_ROWS"]
 MAX_TABLE_ROWS = 10
 
 
-def _bytes(value: float | None, per_step: bool = False) -> str:
+def _bytes(value: float | None, unit: str = "") -> str:
     if value is None:
         return "n/a"
-    return (format_delta(value) + "/step") if per_step else format_bytes(value)
+    return (format_delta(value) + f"/{unit}") if unit else format_bytes(value)
 
 
-def _change(row: Row, per_step: bool = False) -> str:
+def _change(row: Row, unit: str = "") -> str:
     if row.a is None or row.b is None:
         return "only in " + ("b" if row.a is None else "a")
-    text = format_delta(row.change) + ("/step" if per_step else "")
-    if row.a and row.a > 0 and not per_step:
+    text = format_delta(row.change) + (f"/{unit}" if unit else "")
+    if row.a and row.a > 0 and not unit:
         text += f" ({row.change / row.a:+.1%})"
     return text
 
@@ -56,17 +56,21 @@ def _headline_table(diff: CaptureDiff) -> Table:
     for row in diff.peak:
         table.add_row(Text(f"peak {printable(row.key, 40)}"), _bytes(row.a), _bytes(row.b),
                       _change(row))
+    for row in diff.reserved:
+        table.add_row(Text(f"peak reserved {printable(row.key, 40)}"), _bytes(row.a),
+                      _bytes(row.b), _change(row))
+    unit = diff.a.growth_unit
     for row in diff.growth:
         verdicts = (f"{diff.a.verdict.get(row.key, '?')} -> {diff.b.verdict.get(row.key, '?')}")
         sa, sb = diff.a.slope.get(row.key), diff.b.slope.get(row.key)
-        table.add_row(Text(f"growth/step {printable(row.key, 40)}"),
-                      _bytes(row.a, True), _bytes(row.b, True),
-                      Text(f"{_change(row, True)}  ({verdicts})"))
+        table.add_row(Text(f"growth/{unit} {printable(row.key, 40)}"),
+                      _bytes(row.a, unit), _bytes(row.b, unit),
+                      Text(f"{_change(row, unit)}  ({verdicts})"))
         if (sa or sb) and (sa != row.a or sb != row.b):
             table.add_row(Text("  fitted slope", style="dim"),
-                          Text(_bytes(sa, True), style="dim"),
-                          Text(_bytes(sb, True), style="dim"), "")
-    if diff.steps is not None:
+                          Text(_bytes(sa, unit), style="dim"),
+                          Text(_bytes(sb, unit), style="dim"), "")
+    if diff.steps is not None and (diff.steps.a or diff.steps.b):
         table.add_row("steps", str(int(diff.steps.a or 0)), str(int(diff.steps.b or 0)), "")
     st = diff.step_time
     if st is not None and (st.a is not None or st.b is not None):
@@ -86,7 +90,9 @@ def _rows_table(diff: CaptureDiff, title: str, rows: Sequence[Row]) -> Table:
 
 def _lines_table(diff: CaptureDiff, rows: Sequence[LineRow]) -> Table:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    table.add_column("by line (allocated / alive at the end of a step)")
+    peak = diff.a.line_measure == "peak"
+    table.add_column("by line (alive at the peak)" if peak
+                     else "by line (allocated / alive at the end of a step)")
     table.add_column(Text(printable(diff.a.label, 40)), justify="right")
     table.add_column(Text(printable(diff.b.label, 40)), justify="right")
     table.add_column("change", justify="right")
@@ -99,6 +105,8 @@ def _lines_table(diff: CaptureDiff, rows: Sequence[LineRow]) -> Table:
         def both(made: int | None, alive: int | None) -> str:
             if made is None and alive is None:
                 return "—"
+            if peak:
+                return format_bytes(alive or 0)
             return f"{format_bytes(made or 0)} / {format_bytes(alive or 0)}"
         table.add_row(where, both(row.allocated_a, row.alive_a),
                       both(row.allocated_b, row.alive_b), format_delta(row.change))
