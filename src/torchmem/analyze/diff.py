@@ -41,8 +41,8 @@ from torchmem.model._serde import Record
 from torchmem.units import format_bytes, format_delta, parse_bytes
 
 __all__ = ["Side", "Row", "LineRow", "FindingChange", "Explanation", "CaptureDiff", "Limit",
-           "side_of", "side_of_snapshot", "diff_captures", "parse_limit", "over_limits", "module_of",
-           "listed_elsewhere"]
+           "side_of", "side_of_snapshot", "diff_captures", "parse_limit", "over_limits",
+           "module_of", "listed_elsewhere"]
 
 #: most rows kept in the module and line tables (largest changes first)
 MAX_ROWS = 50
