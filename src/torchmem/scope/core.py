@@ -1,10 +1,14 @@
 """Scoped tensor lifetimes: free every temporary at the end of a block, deterministically.
 
-``with torchmem.scope() as s:`` registers every storage that any op creates inside the
-block -- temporaries inside library code included -- and, at the exit, frees the
-storage of each one that was not kept, **even if a Python name, a closure or a
-reference cycle still points at it**. It is the Python counterpart of TorchSharp's
-dispose scopes, without the ``using`` on every temporary.
+``with torchmem.scope() as s:`` registers the storages created inside the block and,
+at the exit, frees the storage of each one that was not kept, **even if a Python name,
+a closure or a reference cycle still points at it**. It is the Python counterpart of
+TorchSharp's dispose scopes, without the ``using`` on every temporary.
+
+Two engines see what is created (``scope(engine=...)``): ``"calls"`` (default,
+:mod:`torchmem.scope._calls`) registers what torch calls made from Python return;
+``"dispatch"`` (:mod:`torchmem.scope._engine`) registers every storage any aten op
+creates, temporaries inside library calls included. Both follow the rules below.
 
 Ownership rules -- what a scope never frees:
     1. Anything that existed before the scope, and views of it (their storage is not
@@ -49,16 +53,17 @@ above could see) raises torch's "modified by an inplace operation" error instead
 reading freed memory.
 
 Cost (``python benchmarks/scope.py --threads 1 --tables 0,1``, CPU, torch 2.13, a
-busy 2-core machine): most of it is the price of seeing every aten op from Python. A
-no-op ``TorchDispatchMode`` costs 1.3-1.8x the bare MLP step and 3.2-3.4x an LSTM-cell
-step of 1167 ops; a scope adds about 5 us per storage-creating op on top (2.0-2.1x and
-4.5-5.1x around the whole step). The exit walks the autograd graphs that outlive the
-scope and those of the freed tensors (a few us per node) and reads two reference
-counts per freed storage. See docs/scopes.md.
+busy 2-core machine): the calls engine costs what a no-op ``TorchFunctionMode`` costs
+(1.1-1.4x a bare step there) plus 1-2 us per torch call and about 5 us per new
+storage: 1.5-1.7x an MLP step, 1.4-1.6x an LSTM-cell step. The dispatch engine pays a
+Python call per aten op: 2.1-2.4x and 4.5-5.5x. The exit walks the autograd graphs
+that outlive the scope and those of the freed tensors (a few us per node) and reads
+two reference counts per freed storage. See docs/scopes.md.
 
 Known limitations:
     * Tensors built outside the dispatcher are invisible: ``torch.from_numpy``,
       ``torch.load`` storages, C++ extensions that bypass aten. They are never freed.
+      The calls engine also leaves what one call makes and does not return.
     * Ops other threads run are not registered (modes are per thread); a scope belongs
       to the thread that entered it.
     * A tensor kept only as a plain attribute (``self.cache = h``) is not owned by
