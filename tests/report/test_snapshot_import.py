@@ -11,9 +11,11 @@ run a command (checked), and torchmem refuses them without creating the canary f
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import pickle
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -381,6 +383,8 @@ def _broken() -> dict[str, bytes]:
         "traces_not_lists": pickle.dumps({"segments": [], "device_traces": [1]}, protocol=4),
         "entry_size_text": pickle.dumps({"segments": [], "device_traces": [[
             {"action": "alloc", "addr": 1, "size": "big"}]]}, protocol=4),
+        "entry_size_beyond_64_bits": pickle.dumps({"segments": [], "device_traces": [[
+            {"action": "alloc", "addr": 1, "size": 1 << 70}]]}, protocol=4),
     }
 
 
@@ -425,8 +429,53 @@ def test_broken_files_are_one_line_exit_2(case, tmp_path, capsys):
                 "deep": "nested more than", "wide": "values between two marks",
                 "protocol_9": "protocol 9", "a_list": "not a CUDA memory snapshot",
                 "capture_json_pickled": "a torchmem capture",
-                "memo_far_away": "never stored", "entry_size_text": "not an integer"}
+                "memo_far_away": "never stored", "entry_size_text": "not an integer",
+                "entry_size_beyond_64_bits": "out of the range"}
     assert expected.get(case, "") in lines[0]
+
+
+def _fuzzed(seed: int, count: int) -> list[bytes]:
+    """Damaged snapshots: bytes flipped, cut or inserted, and values of the wrong type."""
+    rnd = random.Random(seed)
+    snap = sf.TrainingRun(steps=3, empty_cache=True, leak_every=1).snapshot()
+    good = [pickle.dumps(snap, protocol=p) for p in (0, 2, 4)]
+    values = [None, "", "\x1b[2J", -1, 1 << 70, 1.5, float("nan"), [], {}, (1, 2), True,
+              {"filename": 3, "line": "x", "name": None}]
+    out = []
+    for _ in range(count):
+        data = bytearray(rnd.choice(good))
+        k = rnd.randrange(len(data))
+        data[k:k + rnd.randint(0, 3)] = bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 3)))
+        out.append(bytes(data))
+        bent = copy.deepcopy(snap)
+        holder = rnd.choice([bent, bent["segments"][0], bent["segments"][0]["blocks"][0],
+                             *bent["device_traces"][0][:20]])
+        holder[rnd.choice(list(holder))] = rnd.choice(values)
+        out.append(pickle.dumps(bent, protocol=4))
+    return out
+
+
+def test_damaged_snapshots_give_a_report_or_a_refusal(tmp_path):
+    """Never a traceback: a report (rendered, written as JSON and read back) or a
+    SnapshotError."""
+    from torchmem.cli._snapshot_report import load_snapshot_report, snapshot_report_json
+    from torchmem.report.snapshot_html import render_snapshot_html
+    from torchmem.report.snapshot_text import render_snapshot
+
+    path, again = tmp_path / "f.pickle", tmp_path / "f.json"
+    refused = 0
+    for data in _fuzzed(seed=3, count=60):
+        path.write_bytes(data)
+        try:
+            report = analyze_snapshot(path)
+        except SnapshotError:
+            refused += 1
+            continue
+        render_snapshot(report, io.StringIO(), width=100)
+        assert render_snapshot_html(report).startswith("<!DOCTYPE html>")
+        again.write_text(snapshot_report_json(report))
+        assert load_snapshot_report(str(again)) == report
+    assert 0 < refused < 120
 
 
 def test_a_capture_json_still_goes_to_the_capture_reader(tmp_path, capsys):

@@ -21,6 +21,8 @@ Cost: see :mod:`torchmem.model.snapshot_pickle` (a few µs per trace entry).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import time
 from collections import defaultdict
@@ -47,6 +49,8 @@ GROWTH_WINDOWS = 24
 GROWTH_FLOOR = 16 * MiB
 #: Least ``empty_cache()`` flushes called thrash.
 THRASH_RUNS = 3
+#: Every number of a report stays below this in magnitude (it is JSON read back later).
+_BOUND = 1 << 63
 
 
 def analyze_snapshot(path: str | os.PathLike[str], *, top: int = TOP_SITES,
@@ -77,18 +81,44 @@ def analyze_snapshot(path: str | os.PathLike[str], *, top: int = TOP_SITES,
         notes.append("the snapshot holds no segments and no trace entries: nothing was "
                      "allocated on any device while it was recorded")
     settings = data.top.get("allocator_settings")
-    return SnapshotReport(
+    return _bounded(SnapshotReport(
         source=os.path.basename(os.fspath(path)), file_bytes=data.file_bytes,
         version=__version__, devices=tuple(devices),
         findings=tuple(sorted(findings, key=lambda f: -f.bytes)),
         allocator_settings={str(k)[:100]: _plain(v) for k, v in settings.items()}
         if type(settings) is dict else {},
-        notes=tuple(notes), seconds=round(time.perf_counter() - started, 3))
+        notes=tuple(notes), seconds=round(time.perf_counter() - started, 3)))
+
+
+def _bounded(value: Any) -> Any:
+    """``value`` with every number inside 64 bits (sums over a hostile file could pass
+    them; a report is JSON that must be readable again)."""
+    if type(value) is int:
+        return max(min(value, _BOUND - 1), 1 - _BOUND)
+    if type(value) is float:
+        return max(min(value, 9e18), -9e18) if math.isfinite(value) else 0.0
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _bounded(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
+    if type(value) is tuple:
+        return tuple(_bounded(v) for v in value)
+    if type(value) is list:
+        return [_bounded(v) for v in value]
+    if type(value) is dict:
+        return {k: _bounded(v) for k, v in value.items()}
+    return value
 
 
 def _plain(value: Any) -> Any:
-    if type(value) in (int, float, bool, str) or value is None:
-        return value if type(value) is not str else value[:200]
+    """A setting as JSON can hold it (numbers beyond 64 bits and NaN become text)."""
+    if value is None or type(value) is bool:
+        return value
+    if type(value) is str:
+        return value[:200]
+    if type(value) is int:
+        return value if -_BOUND <= value < _BOUND else str(value)[:40]
+    if type(value) is float:
+        return value if math.isfinite(value) and abs(value) < _BOUND else str(value)
     if type(value) is dict:
         return {str(k)[:100]: _plain(v) for k, v in list(value.items())[:64]}
     return str(value)[:200]

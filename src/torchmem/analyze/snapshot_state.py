@@ -52,7 +52,9 @@ class SegmentState:
 
 
 def _int(value: Any) -> int:
-    return value if type(value) is int and value >= 0 else 0
+    """A size or address from the file; 0 unless an integer in ``[0, 2**48)`` (256 TiB:
+    beyond any device), so that sums stay within 64 bits."""
+    return value if type(value) is int and 0 <= value < 1 << 48 else 0
 
 
 def segment_state(segments: Iterable[Any]) -> SegmentState:
@@ -81,8 +83,7 @@ def segment_state(segments: Iterable[Any]) -> SegmentState:
             history = b.get("history")
             if frames is None and type(history) is list and history and type(history[0]) is dict:
                 frames, requested = history[0].get("frames"), history[0].get("real_size")
-            addr = b.get("address")
-            addr = addr if type(addr) is int else address + offset
+            addr = _int(b.get("address")) or address + offset
             offset += size
             if state == "active_allocated":
                 s.allocated += size

@@ -59,6 +59,7 @@ ENTRY = _entry_pattern()
 _STRUCTS: dict[int, struct.Struct] = {}
 #: Most cached decodings kept before a cache is emptied (bounds their memory).
 _CACHE_LIMIT = 100_000
+_INT64 = 1 << 63
 #: Most entry layouts (orders of keys) compiled.
 _LAYOUT_LIMIT = 16
 #: keys whose value is an integer, and the argument of ``TraceSink.add`` each fills
@@ -173,17 +174,25 @@ class FastPath:
                 addr = ints.get(g[iaddr])
                 if addr is None:
                     addr = self._cached_int(g[iaddr])
+                    if addr is None:
+                        break
             if isize:
                 size = ints.get(g[isize])
                 if size is None:
                     size = self._cached_int(g[isize])
+                    if size is None:
+                        break
             if istream:
                 raw = g[istream]
                 stream = 0 if raw == b"K\x00" else _int(raw)
+                if not -_INT64 <= stream < _INT64:
+                    break
             if itime:
                 raw = g[itime]
                 time_us = from_bytes(raw[2:], "little", signed=True) if raw[0] == 0x8A \
                     else _int(raw)
+                if not -_INT64 <= time_us < _INT64:
+                    break
             # the dict, then its frames list, were stored in the memo in this order
             if sparse or g[0] != b"\x94":
                 self._store(g[0], CONSUMED)
@@ -202,8 +211,12 @@ class FastPath:
         self.layout = layout
         return pos
 
-    def _cached_int(self, raw: bytes) -> int:
+    def _cached_int(self, raw: bytes) -> int | None:
+        """An address or size (None when out of ``[0, 2**63)``: the general interpreter
+        refuses the entry with its reason)."""
         value = _int(raw)
+        if not 0 <= value < _INT64:
+            return None
         if len(self.ints) >= _CACHE_LIMIT:
             self.ints.clear()
         self.ints[raw] = value

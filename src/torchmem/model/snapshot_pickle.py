@@ -101,6 +101,7 @@ class SnapshotData:
 
 
 _CONSUMED = fast.CONSUMED
+_INT64 = 1 << 63
 _UNKNOWN_FRAME = RawFrame("<unknown>", 0, "<unknown>")
 
 # opcodes refused, with what they would do
@@ -261,6 +262,10 @@ class _Reader:
             if value is not None and type(value) is not int:
                 raise self.refuse(f"a trace entry whose {key} is {_describe(value)}, not "
                                   "an integer", at)
+            if value is not None and not (0 if key in ("addr", "size") else -_INT64) \
+                    <= value < _INT64:
+                raise self.refuse(f"a trace entry whose {key} is {value}, out of the "
+                                  "range of the allocator's 64-bit integers", at)
         if frames is not None and type(frames) is not tuple:
             raise self.refuse(f"a trace entry whose frames are {_describe(frames)}, not a "
                               "list of frames", at)
