@@ -32,11 +32,18 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
-import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from torchmem.analyze.diff_inputs import (
+    Side,
+    field_value,
+    listed_elsewhere,
+    module_of,
+    modules_from_storages,
+    side_of,
+    side_of_snapshot,
+)
 from torchmem.model._serde import Record
 from torchmem.units import format_bytes, format_delta, parse_bytes
 
@@ -46,61 +53,6 @@ __all__ = ["Side", "Row", "LineRow", "FindingChange", "Explanation", "CaptureDif
 
 #: most rows kept in the module and line tables (largest changes first)
 MAX_ROWS = 50
-
-
-@dataclass(frozen=True)
-class Side(Record):
-    """The figures of one input that a diff compares (plain data).
-
-    Attributes:
-        label: how the input is named in the report (its path as given).
-        kind: ``capture`` or ``snapshot``.
-        schema_version: the input's format version.
-        tool: what recorded it (``torchmem run``, ``torchmem doctor``...).
-        script: the script (first ``argv`` item); command: the whole ``argv``.
-        devices: devices measured.
-        peak: device -> peak bytes.
-        growth: device -> bytes per step of a ``growing`` verdict, else 0.
-        slope: device -> the fitted bytes per step whatever the verdict (None: too few steps).
-        verdict: device -> ``growing``, ``flat`` or ``undecided``.
-        steps: number of steps; step_source: what counted as a step.
-        step_time: median seconds per step (None with fewer than 3 steps).
-        roles: role -> bytes; modules: module -> bytes; module_source: where those came from.
-        lines: per-line records as ``(key, file, line, code, allocated, alive, peak_share)``.
-        line_measure: ``step`` (allocated per step / alive at its end) or ``peak``
-            (alive at the peak: a snapshot's allocations by their innermost user frame).
-        growth_unit: what growth is per: ``step``, or for snapshots ``s`` or
-            ``1000 entries``.
-        reserved: device -> peak reserved bytes, where known (snapshots).
-        findings: the input's findings (records as in the capture).
-        storages: the listed storages (``StorageSummary`` records).
-        environment: versions and device names.
-    """
-
-    label: str
-    kind: str = "capture"
-    schema_version: int = 1
-    tool: str = ""
-    script: str = ""
-    command: str = ""
-    devices: tuple[str, ...] = ()
-    peak: dict[str, int] = field(default_factory=dict)
-    growth: dict[str, float] = field(default_factory=dict)
-    slope: dict[str, float | None] = field(default_factory=dict)
-    verdict: dict[str, str] = field(default_factory=dict)
-    steps: int = 0
-    step_source: str = "none"
-    step_time: float | None = None
-    roles: dict[str, int] = field(default_factory=dict)
-    modules: dict[str, int] = field(default_factory=dict)
-    module_source: str = ""
-    lines: tuple[tuple[str, str, int, str, int, int, float], ...] = ()
-    line_measure: str = "step"
-    growth_unit: str = "step"
-    reserved: dict[str, int] = field(default_factory=dict)
-    findings: tuple[Any, ...] = ()
-    storages: tuple[Any, ...] = ()
-    environment: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -197,182 +149,6 @@ class CaptureDiff(Record):
     notes: tuple[str, ...] = ()
 
 
-# -- reading one input ------------------------------------------------------------------
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-_OWNER = re.compile(r"^(?:grad|[A-Za-z_][A-Za-z0-9_]*) of (.+)$")
-
-
-def module_of(name: str | None, role: str) -> str | None:
-    """The module that owns a listed storage, from its census name; None if not a module's.
-
-    ``blocks.0.fc1.weight`` -> ``blocks.0.fc1``; ``grad of head.bias`` and ``exp_avg of
-    head.bias`` -> ``head``; a parameter of the model itself (``weight``) -> ``(model)``.
-    Activations (``saved by ...``) and other tensors belong to no module.
-    """
-    if not name or role not in ("parameter", "buffer", "gradient", "optimizer_state"):
-        return None
-    match = _OWNER.match(name)
-    path = match.group(1) if match else name
-    if " " in path:
-        return None
-    module, _, _ = path.rpartition(".")
-    return module or "(model)"
-
-
-def _modules(capture: Any) -> tuple[dict[str, int], str]:
-    given = _get(capture, "bytes_by_module")
-    if isinstance(given, Mapping) and given:
-        return {str(k): int(v) for k, v in given.items()}, "capture"
-    storages = tuple(_get(capture, "top_storages", ()) or ())
-    return {}, (f"the {len(storages)} listed storages" if storages else "")
-
-
-def listed_elsewhere(storage: Any, others: Sequence[Any]) -> bool | None:
-    """Whether a storage of one input is listed in the other input's storages.
-
-    True: a storage of the same name is listed. False: it is not, and it is larger than
-    the smallest one listed there, so it would have been (lists are largest first).
-    None: unknown, as the other list may have been cut before it.
-    """
-    name = _get(storage, "name")
-    if any(_get(o, "name") == name for o in others):
-        return True
-    smallest = min((int(_get(o, "nbytes", 0) or 0) for o in others), default=0)
-    return False if int(_get(storage, "nbytes", 0) or 0) > smallest else None
-
-
-def _modules_from_storages(a: Sequence[Any], b: Sequence[Any]) -> tuple[dict[str, int],
-                                                                           dict[str, int]]:
-    """Bytes by module from two lists of storages, counting a storage only where the
-    other list says whether it exists there (see :func:`listed_elsewhere`)."""
-    out: tuple[dict[str, int], dict[str, int]] = ({}, {})
-    for mine, others, totals in ((a, b, out[0]), (b, a, out[1])):
-        for s in mine:
-            module = module_of(_get(s, "name"), str(_get(s, "role", "")))
-            if module is None or listed_elsewhere(s, others) is None:
-                continue
-            totals[module] = totals.get(module, 0) + int(_get(s, "nbytes", 0) or 0)
-    return out
-
-
-def _line_key(file: str, line: int, code: str, device: str) -> str:
-    name = os.path.basename(file) or file
-    where = code.strip() if code.strip() else f"#{line}"
-    return f"{device}\0{name}\0{where}"
-
-
-def _line_records(capture: Any) -> tuple[Any, ...]:
-    value = _get(capture, "lines")
-    if value is None:
-        return ()
-    if not isinstance(value, (list, tuple)):  # a profile object holding its records
-        value = _get(value, "records") or _get(value, "lines") or ()
-    return tuple(value)
-
-
-def _lines(capture: Any) -> tuple[tuple[str, str, int, str, int, int, float], ...]:
-    out: dict[str, tuple[str, str, int, str, int, int, float]] = {}
-    for rec in _line_records(capture):
-        file = str(_get(rec, "file", "") or "")
-        line = int(_get(rec, "line", 0) or 0)
-        code = str(_get(rec, "code", "") or "")
-        key = _line_key(file, line, code, str(_get(rec, "device", "") or ""))
-        made = int(_get(rec, "allocated_bytes", 0) or 0)
-        alive = int(_get(rec, "alive_bytes", 0) or 0)
-        share = float(_get(rec, "peak_share", 0.0) or 0.0)
-        if key in out:  # the same statement on two lines: one row
-            old = out[key]
-            made, alive, share = made + old[4], alive + old[5], share + old[6]
-        out[key] = (key, file, line, code, made, alive, share)
-    return tuple(out.values())
-
-
-def _step_time(steps: Sequence[Any]) -> float | None:
-    times = [float(s.time) for s in steps]
-    gaps = [b - a for a, b in zip(times[1:], times[2:])]  # step 1 -> 2 is warm-up
-    gaps = [g for g in gaps if g >= 0 and math.isfinite(g)]
-    return statistics.median(gaps) if len(gaps) >= 2 else None
-
-
-def side_of(capture: Any, label: str, kind: str = "capture") -> Side:
-    """The :class:`Side` of a capture (or any object with a capture's attributes)."""
-    from torchmem.analyze.growth import growth_by_device
-
-    steps = tuple(_get(capture, "steps", ()) or ())
-    verdicts = tuple(_get(capture, "growth", ()) or ())
-    if not verdicts and steps:
-        verdicts = tuple(growth_by_device(steps))
-    growth, slope, verdict = {}, {}, {}
-    for g in verdicts:
-        growth[g.device] = float(g.bytes_per_step) if g.verdict == "growing" else 0.0
-        fitted = not (g.verdict == "undecided" and not g.bytes_per_step and not g.r2)
-        slope[g.device] = float(g.bytes_per_step) if fitted else None
-        verdict[g.device] = g.verdict
-    peak = {str(k): int(v) for k, v in (_get(capture, "peak", {}) or {}).items()}
-    devices = tuple(_get(capture, "devices", ()) or ()) or tuple(peak)
-    count = max(steps[-1].step, len(steps)) if steps else 0
-    modules, module_source = _modules(capture)
-    argv = tuple(_get(capture, "argv", ()) or ())
-    return Side(
-        label=label, kind=kind, schema_version=int(_get(capture, "schema_version", 1) or 1),
-        tool=str(_get(capture, "tool", "") or ""), script=str(argv[0]) if argv else "",
-        command=" ".join(map(str, argv)),
-        devices=devices, peak=peak, growth=growth, slope=slope, verdict=verdict, steps=count,
-        step_source=str(_get(capture, "step_source", "none") or "none"),
-        step_time=_step_time(steps),
-        roles={str(k): int(v) for k, v in (_get(capture, "bytes_by_role", {}) or {}).items()},
-        modules=modules, module_source=module_source, lines=_lines(capture),
-        findings=tuple(_get(capture, "findings", ()) or ()),
-        storages=tuple(_get(capture, "top_storages", ()) or ()),
-        environment=dict(_get(capture, "environment", {}) or {}),
-    )
-
-
-def side_of_snapshot(report: Any, label: str) -> Side:
-    """The :class:`Side` of a CUDA snapshot's report (:class:`~torchmem.model.snapshot
-    .SnapshotReport`): peak allocated and reserved, the growth verdict across the trace
-    (per second, or per 1000 entries without times), the findings, and the allocations
-    alive at the peak by their innermost frame of the script (the ``lines``)."""
-    peak: dict[str, int] = {}
-    reserved: dict[str, int] = {}
-    growth: dict[str, float] = {}
-    slope: dict[str, float | None] = {}
-    verdict: dict[str, str] = {}
-    lines: dict[str, tuple[str, str, int, str, int, int, float]] = {}
-    units = set()
-    for d in report.devices:
-        peak[d.device] = int(d.peak_allocated)
-        reserved[d.device] = int(d.peak_reserved)
-        if d.growth is not None:
-            units.add(d.growth.unit)
-            fitted = float(d.growth.bytes_per_unit)
-            growth[d.device] = fitted if d.growth.verdict == "growing" else 0.0
-            slope[d.device], verdict[d.device] = fitted, d.growth.verdict
-        for site in d.top_at_peak:
-            frames = site.user_frames or site.library_frames
-            if not frames:
-                continue
-            f = frames[0]
-            key = _line_key(f.filename, f.line, "", d.device)
-            old = lines.get(key)
-            alive = int(site.bytes) + (old[5] if old else 0)
-            share = alive / d.peak_allocated if d.peak_allocated else 0.0
-            lines[key] = (key, f.filename, f.line, f"in {f.name}", alive, alive, share)
-    return Side(label=label, kind="snapshot",
-                schema_version=int(getattr(report, "format_version", 1)),
-                tool="CUDA memory snapshot", script=str(report.source),
-                command=str(report.source), devices=tuple(d.device for d in report.devices),
-                peak=peak, reserved=reserved, growth=growth, slope=slope, verdict=verdict,
-                growth_unit=units.pop() if len(units) == 1 else "s",
-                lines=tuple(lines.values()), line_measure="peak",
-                findings=tuple(report.findings))
-
-
 # -- comparing ------------------------------------------------------------------------------
 def _rows(a: Mapping[str, float], b: Mapping[str, float], keys: Iterable[str] | None = None,
           limit: int | None = None) -> tuple[Row, ...]:
@@ -401,19 +177,19 @@ def _line_rows(a: Side, b: Side) -> tuple[LineRow, ...]:
 
 
 def _finding_key(f: Any) -> tuple[str, str]:
-    culprit = _get(f, "culprit")
-    holder = _get(culprit, "name") if culprit is not None else None
-    return str(_get(f, "cause", "")), str(holder or _get(f, "title", ""))
+    culprit = field_value(f, "culprit")
+    holder = field_value(culprit, "name") if culprit is not None else None
+    return str(field_value(f, "cause", "")), str(holder or field_value(f, "title", ""))
 
 
 def _finding_where(f: Any) -> tuple[str | None, str | None]:
-    culprit = _get(f, "culprit")
+    culprit = field_value(f, "culprit")
     if culprit is None:
         return None, None
-    file, line = _get(culprit, "file"), _get(culprit, "line")
+    file, line = field_value(culprit, "file"), field_value(culprit, "line")
     where = f"{os.path.basename(file)}:{line}" if file and line else (
         os.path.basename(file) if file else None)
-    return _get(culprit, "name"), where
+    return field_value(culprit, "name"), where
 
 
 def _findings(a: Side, b: Side) -> tuple[FindingChange, ...]:
@@ -426,12 +202,12 @@ def _findings(a: Side, b: Side) -> tuple[FindingChange, ...]:
         holder, where = _finding_where(shown)
         status = "new" if fa is None else "gone" if fb is None else "changed"
         out.append(FindingChange(
-            status=status, cause=key[0], title=str(_get(shown, "title", key[0])), holder=holder,
-            where=where,
-            bytes_a=int(_get(fa, "bytes", 0)) if fa is not None else None,
-            bytes_b=int(_get(fb, "bytes", 0)) if fb is not None else None,
-            per_step_a=float(_get(fa, "bytes_per_step", 0.0)) if fa is not None else None,
-            per_step_b=float(_get(fb, "bytes_per_step", 0.0)) if fb is not None else None))
+            status=status, cause=key[0], title=str(field_value(shown, "title", key[0])),
+            holder=holder, where=where,
+            bytes_a=int(field_value(fa, "bytes", 0)) if fa is not None else None,
+            bytes_b=int(field_value(fb, "bytes", 0)) if fb is not None else None,
+            per_step_a=float(field_value(fa, "bytes_per_step", 0.0)) if fa is not None else None,
+            per_step_b=float(field_value(fb, "bytes_per_step", 0.0)) if fb is not None else None))
     order = {"new": 0, "changed": 1, "gone": 2}
     out.sort(key=lambda c: order[c.status])
     return tuple(out)
@@ -440,7 +216,7 @@ def _findings(a: Side, b: Side) -> tuple[FindingChange, ...]:
 def _module_figures(a: Side, b: Side) -> tuple[dict[str, int], dict[str, int]]:
     if a.module_source == "capture" and b.module_source == "capture":
         return a.modules, b.modules
-    return _modules_from_storages(a.storages, b.storages)
+    return modules_from_storages(a.storages, b.storages)
 
 
 def diff_captures(a: Any, b: Any, *, a_label: str = "a", b_label: str = "b",

@@ -119,7 +119,7 @@ def _holders(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> None:
                          f"({format_delta(c.per_step_a or 0)}/step -> "
                          f"{format_delta(c.per_step_b or 0)}/step)",
                          abs((c.bytes_b or 0) - (c.bytes_a or 0))))
-    from torchmem.analyze.diff import listed_elsewhere
+    from torchmem.analyze.diff_inputs import listed_elsewhere
 
     for side, other, verb in ((diff.b, diff.a, "new"), (diff.a, diff.b, "gone")):
         for s in side.storages:
