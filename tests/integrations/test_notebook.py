@@ -167,7 +167,7 @@ def test_cell_magic_measures_peak_and_growth_exactly(shell, capsys) -> None:
         del temporary
         """), capsys)
     assert "(+12.0 MiB above its start)" in out  # 4 MiB kept + 8 MiB temporary
-    assert "growth: +4.0 MiB still alive after the cell" in out
+    assert "growth: +4.0 MiB of live tensors after the cell" in out
     assert "no findings" in out
     assert shell.user_ns["kept"].shape == (1024, 1024)  # the cell ran in the namespace
 
@@ -201,7 +201,7 @@ def test_cell_magic_reports_after_the_cell_raises(shell, capsys) -> None:
     out = run(shell, "%%torchmem\nbig = torch.ones(256, 1024)\nraise ValueError('boom')", capsys)
     assert "ValueError" in out and "boom" in out  # IPython showed the traceback
     assert "(the cell raised ValueError)" in out
-    assert "growth: +1.0 MiB still alive after the cell" in out
+    assert "growth: +1.0 MiB of live tensors after the cell" in out
 
 
 def test_bad_arguments_are_refused_before_the_cell_runs(shell, capsys) -> None:

@@ -219,11 +219,14 @@ def _out_fix(path: str) -> str:
 def _fix(cause: str, stats: PathStats, stmt: Statement | None) -> str:
     if stats.path.startswith("Out[") or stats.path == "Out":
         return _out_fix(stats.path)
+    where = f" (line {stmt.line} of {stmt.file}: `{stmt.code}`)" if stmt else ""
     if cause == "eval_graph" and stats.items is None and stats.grad_tensors == 1:
-        where = f" (line {stmt.line} of {stmt.file}: `{stmt.code}`)" if stmt else ""
         return (f"free the graph: `del {stats.path}` (or keep `{stats.path} = "
                 f"{stats.path}.detach()`), or compute it under `with torch.no_grad():` when no "
                 f"backward() follows{where}")
+    if cause == "eval_graph" and (stmt is None or stmt.kind in ("rebind", "assign")):
+        return (f"compute it under `with torch.no_grad():` (or `torch.inference_mode()`) when "
+                f"no backward() follows{where}, or `del {stats.path}` to free the graphs")
     scalar = stats.example is not None and stats.example.startswith("() ")
     return fix_for(cause, stats.path, stmt, scalar=scalar or stats.chain_numel == 1,
                    is_tuple=stats.type in ("tuple", "list"), has_graph=True)

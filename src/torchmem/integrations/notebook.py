@@ -245,7 +245,7 @@ def _cell_lines(tracker: Any, device: str, error: Any) -> tuple[list[str], int |
     ended = f" (the cell raised {type(error).__name__})" if error else ""
     return [f"torchmem: peak {format_bytes(peak)} of {what} on {device} during the cell "
             f"({format_delta(peak - before)} above its start){ended}",
-            f"growth: {format_delta(after - before)} still alive after the cell "
+            f"growth: {format_delta(after - before)} of {what} after the cell "
             f"({format_bytes(before)} before, {format_bytes(after)} after)"], peak
 
 

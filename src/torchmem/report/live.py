@@ -227,11 +227,8 @@ class LiveProbe:
         self._thread: threading.Thread | None = None
         self._wrapped: list[tuple[str, Any, _GuardedStream]] = []
         self._t0 = time.perf_counter()
-        #: what the panel cost: refreshes drawn, seconds spent rendering them, and the
-        #: CPU seconds of the refresh thread (set when it ends)
         self.refreshes = 0
         self.render_s = 0.0
-        self.cpu_s = 0.0
         self.error: str | None = None
 
     # -- probe hooks (script thread) ------------------------------------------------------
@@ -264,8 +261,8 @@ class LiveProbe:
     def _loop(self) -> None:
         seen: tuple[Any, ...] = ()
         last = 0.0
-        try:
-            while not self._stop.wait(REFRESH_S):
+        while not self._stop.wait(REFRESH_S):
+            try:
                 holders = self._holders() if self._holders is not None else None
                 key = (self._version, holders[0] if holders else None, self._screen.partial)
                 now = time.perf_counter()
@@ -273,10 +270,9 @@ class LiveProbe:
                     continue
                 seen, last = key, now
                 self._refresh(holders)
-        except Exception as err:  # noqa: BLE001 - the panel must never break the run
-            self.error = f"{type(err).__name__}: {err}"
-        finally:
-            self.cpu_s = time.thread_time()
+            except Exception as err:  # noqa: BLE001 - the panel must never break the run
+                self.error = f"{type(err).__name__}: {err}"
+                return
 
     def _state(self, holders: tuple[int, list[tuple[str, str, int]]] | None) -> LiveState:
         run = self._run
