@@ -68,6 +68,9 @@ _LAZY: dict[str, str] = {
     "checkpointed": "torchmem.plan.wrap",
     "plan_checkpoints": "torchmem.plan.checkpoint",
     "CheckpointPlan": "torchmem.model.estimate",
+    # diagnose inside a running program
+    "DoctorSession": "torchmem.doctor.session",
+    "leak_check": "torchmem.doctor.session",
     # scale
     "compare_ranks": "torchmem.dist.ranks",
     "RankReport": "torchmem.model.ranks",

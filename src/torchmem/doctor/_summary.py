@@ -11,7 +11,7 @@ import torch
 
 from torchmem import __version__
 
-__all__ = ["cuda_devices", "environment", "peaks", "timeline_series"]
+__all__ = ["census_summary", "cuda_devices", "environment", "peaks", "timeline_series"]
 
 
 def cuda_devices() -> list[int]:
@@ -60,3 +60,17 @@ def timeline_series(timelines: Sequence[Any]) -> dict[str, list[float]]:
         else:  # other devices: their own sampling times are close enough to share the axis
             series[timeline.device] = [float(s.used) for s in samples][: len(series["t"])]
     return series
+
+
+def census_summary(census: Any, top: int = 10) -> tuple[tuple[Any, ...], dict[str, int]]:
+    """The capture's ``top_storages`` and ``bytes_by_role`` from a census (or nothing)."""
+    from torchmem.model.capture import StorageSummary
+
+    if census is None:
+        return (), {}
+    rows = []
+    for entry in census.top(top):
+        rows.append(StorageSummary(nbytes=entry.nbytes, device=entry.device, dtype=entry.dtype,
+                                   shape=tuple(entry.shapes[0]) if entry.shapes else (),
+                                   role=entry.role, name=entry.name))
+    return tuple(rows), dict(census.bytes_by_role())

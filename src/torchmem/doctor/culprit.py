@@ -223,12 +223,16 @@ def owned_storages(objs: Iterable[Any]) -> dict[int, int]:
     return owned
 
 
-def frame_chain(frame: types.FrameType | None, is_user: Callable[[str], bool]) -> list[types.FrameType]:
-    """The user frames from ``frame`` outwards (innermost first)."""
+def frame_chain(frame: types.FrameType | None, is_user: Callable[[str], bool],
+                outermost: Callable[[types.FrameType], bool] | None = None) -> list[types.FrameType]:
+    """The user frames from ``frame`` outwards (innermost first), up to and including
+    the frame for which ``outermost`` is true when it is given."""
     out = []
     while frame is not None:
         if is_user(frame.f_code.co_filename):
             out.append(frame)
+        if outermost is not None and outermost(frame):
+            break
         frame = frame.f_back
     return out
 
@@ -547,7 +551,8 @@ def _root_items(namespace: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[str, Any] | None,
                   is_user: Callable[[str], bool], *, max_objects: int = 300_000,
-                  max_nodes: int = 200_000) -> Snapshot:
+                  max_nodes: int = 200_000,
+                  outermost: Callable[[types.FrameType], bool] | None = None) -> Snapshot:
     """Measure every named path reachable from the user's variables at this boundary.
 
     Args:
@@ -557,6 +562,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
         is_user: decides whether a filename is user code.
         max_objects: stop after this many objects.
         max_nodes: stop after this many autograd nodes.
+        outermost: the last frame of the chain to walk (see :func:`frame_chain`).
 
     Returns:
         A :class:`Snapshot` (plain data only).
@@ -569,7 +575,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
 
     t0 = time.perf_counter()
     w = _Walker(step, is_user, max_objects, max_nodes)
-    frames = frame_chain(frame, is_user)
+    frames = frame_chain(frame, is_user, outermost)
     namespaces: list[tuple[list[tuple[str, Any]], str, str, str]] = []
     for f in frames:
         is_module = f.f_code.co_name == "<module>"

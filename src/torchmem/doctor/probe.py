@@ -227,7 +227,8 @@ class DoctorProbe(Probe):
 
     # -- deep analysis ------------------------------------------------------------
     def _snapshot(self, run: Run, step: int, frame: FrameType | None) -> None:
-        snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file)
+        snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file,
+                             outermost=run.outermost)
         snaps = self.evidence.snapshots
         snaps.append(snap)
         if len(snaps) > 12:  # the first and the most recent ones are enough
@@ -286,7 +287,7 @@ class DoctorProbe(Probe):
 
         found: list[Any] = []
         fallback: list[tuple[str, Any]] = []
-        for f in frame_chain(frame, run.frames.is_user_file):
+        for f in frame_chain(frame, run.frames.is_user_file, run.outermost):
             if f.f_code.co_name == "<module>":
                 spaces = list(f.f_globals.items())
             else:

@@ -34,7 +34,7 @@ import time
 import types
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -56,8 +56,8 @@ from torchmem.doctor.target import Target, load_target
 from torchmem.errors import is_oom
 from torchmem.model.capture import Capture, Finding, Growth, StepRecord, StorageSummary
 
-__all__ = ["Target", "Probe", "Outcome", "Run", "RunResult", "run_script", "StopRun",
-           "Terminated", "SIGTERM_EXIT_CODE"]
+__all__ = ["Target", "Probe", "Outcome", "Run", "RunResult", "build_result", "run_script",
+           "StopRun", "Terminated", "SIGTERM_EXIT_CODE"]
 
 #: Namespaces of scripts run with ``keep_namespace=True``: alive until the process
 #: exits, as ``python script.py`` keeps its ``__main__`` (atexit handlers, threads).
@@ -95,11 +95,14 @@ class Run:
         devices: devices seen holding memory.
         started: ``time.time()`` at start.
         frames: the user-frame filter (``frames.is_user_file(filename)``).
+        outermost: when set, ``outermost(frame)`` is true for the last frame whose
+            variables the analysis reads (frames beyond it are the caller's, not the
+            code under analysis); None reads every user frame on the stack.
     """
 
     def __init__(self, target: Target, argv: list[str], script_path: str,
                  main_globals: dict[str, Any], probes: Sequence[Probe],
-                 max_steps: int | None) -> None:
+                 max_steps: int | None, frames: UserFrames | None = None) -> None:
         self.target = target
         self.argv = argv
         self.script_path = script_path
@@ -112,7 +115,8 @@ class Run:
         self.devices: set[str] = {"cpu"}
         self.started = time.time()
         self._t0 = time.perf_counter()
-        self.frames = UserFrames()
+        self.frames = frames if frames is not None else UserFrames()
+        self.outermost: Callable[[FrameType], bool] | None = None
         self.monitors: dict[str, Any] = {}
         self.timelines: list[Any] = []
         self.monitor_interval: float | None = None
@@ -263,6 +267,25 @@ def _ending(exc: BaseException, run: Run) -> Outcome:
     return Outcome("oom" if is_oom(exc) else "exception", 1, exc, frame)
 
 
+def build_result(run: Run, outcome: Outcome, started_at: str) -> RunResult:
+    """The plain-data :class:`RunResult` of a finished ``run`` (used by :func:`run_script`
+    and by :class:`torchmem.doctor.session.DoctorSession`)."""
+    notes = [f"probe error: {e}" for e in run.probe_errors]
+    thinned = run.step_log.note()
+    if thinned:
+        notes.append(thinned)
+    if outcome.kind == "terminated":
+        notes.append(f"the script was stopped by SIGTERM; exit code {SIGTERM_EXIT_CODE} "
+                     "(128 + 15), the report covers what ran")
+    return RunResult(
+        exit_code=outcome.exit_code, outcome=outcome.kind, error=outcome.error,
+        argv=list(run.argv), started_at=started_at, duration_s=time.time() - run.started,
+        steps=list(run.steps), step_source=run.step_source, devices=sorted(run.devices),
+        peak=peaks(run), timeline=timeline_series(run.timelines), environment=environment(),
+        notes=notes,
+    )
+
+
 def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int | None = None,
                monitor_interval: float | None = 0.05, keep_namespace: bool = False,
                handle_sigterm: bool = False) -> RunResult:
@@ -345,22 +368,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         # that runs several scripts) must not re-import the script as its __main__
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
-    duration = time.time() - run.started
-    peak = peaks(run)
-    timeline = timeline_series(run.timelines)
-    notes = [f"probe error: {e}" for e in run.probe_errors]
-    thinned = run.step_log.note()
-    if thinned:
-        notes.append(thinned)
-    if outcome.kind == "terminated":
-        notes.append(f"the script was stopped by SIGTERM; exit code {SIGTERM_EXIT_CODE} "
-                     "(128 + 15), the report covers what ran")
-    result = RunResult(
-        exit_code=outcome.exit_code, outcome=outcome.kind, error=outcome.error, argv=argv,
-        started_at=started_at, duration_s=duration, steps=list(run.steps),
-        step_source=run.step_source, devices=sorted(run.devices), peak=peak,
-        timeline=timeline, environment=environment(), notes=notes,
-    )
+    result = build_result(run, outcome, started_at)
     # Drop every reference to the script's frames; unless kept, its namespace too, so
     # its tensors die here.
     outcome.exc = None
