@@ -171,3 +171,19 @@ def test_frame_site_prefers_user_frames_and_library_ones_with_all_files():
     assert frame_site([_frame(LIB, 5, "linear")], _is_user)[0] == (LIB, 5, "linear")
     assert frame_site([], _is_user)[0] is None
     assert frame_site([{"line": "x"}], _is_user) == (None, ())
+
+
+def test_cuda_blocks_left_by_the_previous_window_keep_their_line():
+    first = window_from_trace(_trace()[:3], step=1, device="cuda:0", start_allocated=0,
+                              is_user=_is_user, measured_delta=(1 << 20) + 512)
+    assert not first.wrapped
+    known = {b[0]: b for b in first.alive}
+    trace = [{"action": "free_completed", "addr": 0x7000, "size": 1 << 20, "frames": []},
+             {"action": "alloc", "addr": 0xA000, "size": 1 << 20,
+              "frames": [_frame(USER, 30, "forward")]}]
+    second = window_from_trace(trace, step=2, device="cuda:0", start_allocated=(1 << 20) + 512,
+                               is_user=_is_user, measured_delta=0, known=known)
+    w = second.tally
+    site30 = (USER, 30, "forward")
+    assert w.delta(site30) == 0 and w.unattributed == 0 and w.attributed_delta == 0
+    assert w.start_live == {site30: 1 << 20, (USER, 31, "forward"): 512, None: 0}

@@ -8,8 +8,9 @@ per device: ``action``, ``addr``, ``size``, ``frames`` innermost first). This mo
 turns the trace of one profiled step into a
 :class:`~torchmem.analyze.line_windows.WindowTally`: each ``alloc`` is charged to the
 line of its innermost user frame, each ``free_completed`` to the line that allocated
-that block if the allocation is in the same trace (else it is unattributed: made before
-the step, or outside the recording). The tally then gives the same per-line sums and
+that block if the allocation is in the same trace or among the blocks the previous,
+contiguous window left alive (else it is unattributed: made before profiling, or in a
+step that was not profiled). The tally then gives the same per-line sums and
 peak composition as the CPU engine's.
 
 Cost: linear in the trace entries.
@@ -90,7 +91,8 @@ Block = tuple[int, int, "Site | None", tuple[StackFrameTuple, ...]]
 
 def window_from_trace(trace: Sequence[Mapping[str, Any]], *, step: int, device: str,
                       start_allocated: int, is_user: Callable[[str], bool],
-                      all_files: bool = False, measured_delta: int | None = None) -> TraceWindow:
+                      all_files: bool = False, measured_delta: int | None = None,
+                      known: Mapping[int, Block] | None = None) -> TraceWindow:
     """Build the per-line window of one device's trace (``snapshot['device_traces'][i]``).
 
     Args:
@@ -101,9 +103,19 @@ def window_from_trace(trace: Sequence[Mapping[str, Any]], *, step: int, device: 
         is_user: decides whether a file name is the user's code.
         all_files: attribute to library lines too.
         measured_delta: ``memory_allocated`` at the end minus at the start, if known.
+        known: the blocks alive at the end of the previous window when it ended right
+            where this one begins (address -> block): their frees here are charged to
+            the lines that made them.
     """
     tally = WindowTally(step, device)
-    tally.start_live = {None: max(int(start_allocated), 0)}
+    known = dict(known or {})
+    known_bytes: dict[Site | None, int] = {}
+    for block in known.values():
+        known_bytes[block[2]] = known_bytes.get(block[2], 0) + block[1]
+    rest = max(int(start_allocated) - sum(known_bytes.values()), 0)
+    tally.start_live = dict(known_bytes)
+    tally.start_live[None] = tally.start_live.get(None, 0) + rest
+    tally.start_tokens = {id(b): (b, b[2], b[1]) for b in known.values()}
     tally.measured_delta = measured_delta
     live: dict[int, Block] = {}
     for entry in trace:
@@ -121,9 +133,13 @@ def window_from_trace(trace: Sequence[Mapping[str, Any]], *, step: int, device: 
             tally.add(site, size, block)
         else:
             born = live.pop(addr, None)
-            if born is None:
-                tally.remove(None, size, (addr, size, None, ()), own=False)
+            if born is not None:
+                tally.remove(born[2], size, born, own=True)
+                continue
+            older = known.pop(addr, None)
+            if older is not None and older[1] == size:
+                tally.remove(older[2], size, older, own=False)
             else:
-                tally.remove(born[2], size, born, own=born[2] is not None)
+                tally.remove(None, size, (addr, size, None, ()), own=False)
     wrapped = measured_delta is not None and tally.attributed_delta != measured_delta
     return TraceWindow(tally, list(live.values()), wrapped)

@@ -39,6 +39,15 @@ def cuda_recordable() -> bool:
         return False
 
 
+def _parameters() -> Any:
+    import inspect
+
+    try:
+        return inspect.signature(torch.cuda.memory._record_memory_history).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
 def _history_enabled() -> bool:
     probe = getattr(torch._C, "_cuda_isHistoryEnabled", None)
     try:
@@ -67,14 +76,18 @@ class CudaLineRecorder:
         self.notes: list[str] = []
         self._start: dict[int, int] | None = None
         self._step = 0
+        self._known: dict[int, dict[int, Any]] = {}  # device -> blocks left alive
         self._refused = False
 
     @property
     def active(self) -> bool:
         return self._start is not None
 
-    def begin(self, step: int) -> bool:
-        """Start recording for ``step``; False if CUDA is not in use or recording is refused."""
+    def begin(self, step: int, paired: bool = True) -> bool:
+        """Start recording for ``step`` (``paired``: the previous window ended where this
+        one begins); False if CUDA is not in use or recording is refused."""
+        if not paired:
+            self._known = {}
         if self._start is not None or self._refused or not cuda_recordable():
             return False
         if _history_enabled():
@@ -83,8 +96,11 @@ class CudaLineRecorder:
                               "allocator history (torch.cuda.memory._record_memory_history)")
             return False
         start = {i: int(torch.cuda.memory_allocated(i)) for i in range(torch.cuda.device_count())}
-        torch.cuda.memory._record_memory_history(
-            enabled="all", context="alloc", stacks="python", max_entries=self.max_entries)
+        options: dict[str, Any] = {"enabled": "all", "context": "alloc", "stacks": "python",
+                                   "max_entries": self.max_entries}
+        if "clear_history" in _parameters():
+            options["clear_history"] = True  # a trace of this step only
+        torch.cuda.memory._record_memory_history(**options)
         self._start, self._step = start, step
         return True
 
@@ -105,7 +121,10 @@ class CudaLineRecorder:
             delta = int(torch.cuda.memory_allocated(index)) - start[index]
             window = window_from_trace(trace, step=self._step, device=f"cuda:{index}",
                                        start_allocated=start[index], is_user=self.is_user,
-                                       all_files=self.all_files, measured_delta=delta)
+                                       all_files=self.all_files, measured_delta=delta,
+                                       known=self._known.get(index))
+            window.tally.paired = index in self._known
+            self._known[index] = {b[0]: b for b in window.alive}
             if window.wrapped:
                 self.notes.append(
                     f"step {self._step} on cuda:{index}: the allocator's trace does not "

@@ -75,11 +75,15 @@ _LIBRARY_DIRS: tuple[str, ...] | None = None
 
 
 def is_user_file(filename: str) -> bool:
-    """True when ``filename`` is the user's code (see :func:`library_dirs`)."""
+    """True when ``filename`` is the user's code (see :func:`library_dirs`); code typed
+    at a prompt or given as a string (``<stdin>``, ``<string>``, ``<ipython-input-..>``)
+    is the user's too, frozen modules (``<frozen ...>``) are not."""
     global _LIBRARY_DIRS
     if _LIBRARY_DIRS is None:
         _LIBRARY_DIRS = library_dirs()
-    return not (filename.startswith("<") or filename.startswith(_LIBRARY_DIRS))
+    if filename.startswith("<"):
+        return not filename.startswith(("<frozen", "<built-in"))
+    return not filename.startswith(_LIBRARY_DIRS)
 
 
 class SiteFinder:

@@ -104,7 +104,7 @@ class LinesProbe(Probe):
         self.cpu.begin(step, kind, paired)
         if self.cuda is not None:
             try:
-                self.cuda.begin(step)
+                self.cuda.begin(step, paired)
             except Exception as err:  # noqa: BLE001 - CUDA lines are optional
                 self._error("CUDA recording", err)
         self._open = (kind, step)

@@ -26,8 +26,10 @@ from torchmem.model.lines import AllocationSite, StackFrame
 
 __all__ = ["census_sites", "census_roles", "peak_sites", "TOP"]
 
-#: how many of the largest storages are described at each moment
+#: how many of the largest storages are described at each moment, and how many of the
+#: largest that no module or optimizer owns (where leaks show) on top of those
 TOP = 10
+TOP_UNOWNED = 5
 
 _NAMED_ROLES = ("parameter", "buffer", "gradient", "optimizer_state")
 
@@ -52,8 +54,12 @@ def _shape_dtype(birth: Birth | None) -> tuple[tuple[int, ...] | None, str | Non
 def census_sites(census: Any, when: str, step: int, recorder: LineRecorder,
                  frame: FrameType | None, main_globals: dict[str, Any] | None,
                  is_user: Callable[[str], bool]) -> list[AllocationSite]:
-    """Allocation sites of the census's largest storages (``when``: census or oom)."""
+    """Allocation sites of the census's largest storages, and of the largest that no
+    module or optimizer owns (``when``: census or oom)."""
     entries = list(census.top(TOP))
+    seen = {e.key for e in entries}
+    unowned = [e for e in census.storages if e.role not in _NAMED_ROLES and e.key not in seen]
+    entries.extend(unowned[:TOP_UNOWNED])
     unnamed = {e.key for e in entries if e.role not in _NAMED_ROLES}
     holders = holder_paths(unnamed, frame, main_globals, is_user) if unnamed else {}
     out = []

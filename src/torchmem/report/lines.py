@@ -108,7 +108,19 @@ def _table(rows: Sequence[LineRecord], top: int) -> Table:
     return table
 
 
-def _sites(console: Console, profile: LineProfile, per_moment: int) -> None:
+_OWNED = ("parameter", "buffer", "gradient", "optimizer_state")
+
+
+def _shown_sites(sites: Sequence[AllocationSite], largest: int = 3,
+                 unowned: int = 3) -> list[AllocationSite]:
+    """The ``largest`` largest, then the largest ``unowned`` that no module or optimizer
+    owns (where what a script keeps by mistake shows)."""
+    first = list(sites[:largest])
+    rest = [s for s in sites[largest:] if s.role not in _OWNED][:unowned]
+    return first + rest
+
+
+def _sites(console: Console, profile: LineProfile) -> None:
     for when in ("oom", "peak", "census"):
         sites = [s for s in profile.sites if s.when == when]
         if not sites:
@@ -117,7 +129,7 @@ def _sites(console: Console, profile: LineProfile, per_moment: int) -> None:
         console.print()
         console.print(Text(f"largest storages {WHEN_TEXT[when]} ({at}): where made, who keeps it",
                            style="bold"))
-        for site in sites[:per_moment]:
+        for site in _shown_sites(sites):
             console.print(Text(f"  {site_text(site)}"))
             made = site.made_in or "a step that was not profiled"
             if site.stack:
@@ -164,7 +176,7 @@ def render_lines(capture: Capture, file: IO[str] | None = None, *, top: int = 15
             f"not attributed to a line: {format_delta(profile.unattributed_bytes)}/step "
             "(frees of tensors made before profiling or in steps that were not profiled)",
             style="dim"))
-    _sites(console, profile, per_moment=5)
+    _sites(console, profile)
     for note in profile.notes:
         console.print(Text(f"note: {note}", style="dim"))
 
