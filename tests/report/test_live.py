@@ -122,6 +122,48 @@ def test_a_guarded_stream_erases_the_panel_and_passes_the_text_through():
     assert guarded.getvalue() == script_out.getvalue()  # everything else is the stream's
 
 
+def test_a_forked_child_writes_straight_through_while_the_refresh_thread_holds_the_lock():
+    import signal
+    import threading
+
+    terminal, script_out = io.StringIO(), io.StringIO()
+    screen = _Screen(terminal)
+    guarded = _GuardedStream(script_out, screen)
+    screen.draw("panel\n")
+    held, release = threading.Event(), threading.Event()
+
+    def refresh_thread() -> None:  # drawing when the script forks (a DataLoader worker)
+        with screen.lock:
+            held.set()
+            release.wait(30)
+    thread = threading.Thread(target=refresh_thread)
+    thread.start()
+    held.wait(10)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the lock's owner does not exist here
+        try:
+            guarded.write("from the child\n")
+            os.write(w, script_out.getvalue().encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    release.set()
+    thread.join()
+    deadline = time.monotonic() + 20
+    done = False
+    while not done and time.monotonic() < deadline:
+        done = os.waitpid(pid, os.WNOHANG) != (0, 0)
+        time.sleep(0.05)
+    if not done:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child blocked on the panel's lock")
+    with os.fdopen(r) as child:
+        assert child.read() == "from the child\n"
+    assert script_out.getvalue() == "" and screen.height == 1  # the parent's are untouched
+
+
 # -- the real CLI on a pseudo-terminal --------------------------------------------------------
 def screen_of(data: str, width: int = 120) -> list[str]:
     """What a terminal shows after ``data``: text, CR, LF, cursor-up and erase-below

@@ -17,7 +17,9 @@ Cost and where it is paid:
 * While the panel is up, the script's ``sys.stderr`` (and ``sys.stdout`` when it is a
   terminal too) are wrapped so that a write first erases the panel, then goes through
   unchanged; the panel comes back at the next refresh. What the script writes reaches its
-  stream byte for byte; when stdout is not a terminal it is not wrapped at all.
+  stream byte for byte; when stdout is not a terminal it is not wrapped at all. In a
+  forked child (a ``DataLoader`` worker) the wrapper writes straight through: the panel
+  is the parent's, and its lock may have been held by the parent's refresh thread.
 
 The view is on only when stderr is a terminal (and ``TERM`` is not ``dumb``);
 :func:`live_refusal` says why not otherwise.
@@ -178,8 +180,11 @@ class _GuardedStream:
     def __init__(self, inner: Any, screen: _Screen) -> None:
         self._inner = inner
         self._screen = screen
+        self._pid = os.getpid()
 
     def write(self, text: str) -> int:
+        if os.getpid() != self._pid:  # a forked child (a DataLoader worker): no panel
+            return int(self._inner.write(text))  # there, and the lock may be held
         screen = self._screen
         with screen.lock:
             try:
@@ -227,8 +232,11 @@ class LiveProbe:
         self._thread: threading.Thread | None = None
         self._wrapped: list[tuple[str, Any, _GuardedStream]] = []
         self._t0 = time.perf_counter()
+        #: what the panel cost: refreshes drawn, seconds spent rendering them, and the
+        #: CPU seconds of the refresh thread (set when it ends)
         self.refreshes = 0
         self.render_s = 0.0
+        self.cpu_s = 0.0
         self.error: str | None = None
 
     # -- probe hooks (script thread) ------------------------------------------------------
@@ -261,8 +269,8 @@ class LiveProbe:
     def _loop(self) -> None:
         seen: tuple[Any, ...] = ()
         last = 0.0
-        while not self._stop.wait(REFRESH_S):
-            try:
+        try:
+            while not self._stop.wait(REFRESH_S):
                 holders = self._holders() if self._holders is not None else None
                 key = (self._version, holders[0] if holders else None, self._screen.partial)
                 now = time.perf_counter()
@@ -270,9 +278,10 @@ class LiveProbe:
                     continue
                 seen, last = key, now
                 self._refresh(holders)
-            except Exception as err:  # noqa: BLE001 - the panel must never break the run
-                self.error = f"{type(err).__name__}: {err}"
-                return
+        except Exception as err:  # noqa: BLE001 - the panel must never break the run
+            self.error = f"{type(err).__name__}: {err}"
+        finally:
+            self.cpu_s = time.thread_time()
 
     def _state(self, holders: tuple[int, list[tuple[str, str, int]]] | None) -> LiveState:
         run = self._run
