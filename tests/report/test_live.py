@@ -286,6 +286,7 @@ def test_doctor_live_shows_the_holders_of_its_last_census(script, tmp_path):
     assert any("culprit: `keep`" in line for line in final)
 
 
+@pytest.mark.slow
 def test_live_is_off_with_a_note_when_stderr_is_not_a_terminal(script, tmp_path):
     plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                            timeout=120)
