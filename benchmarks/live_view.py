@@ -8,6 +8,11 @@ measures its own step times (process start-up and imports excluded). Prints, per
 the median over the trials of the median step time and of the mean step time (the mean
 includes the refreshes the median may skip), and their ratios to plain python.
 
+Then the panel's own cost, which a busy machine does not blur: the same loop run in
+process under the runner with the live probe, which counts its refreshes, the time spent
+rendering them and the CPU time of its refresh thread (``time.thread_time``), as a share
+of the run's wall time: an upper bound of what it can take from the script.
+
     python benchmarks/live_view.py --trials 5 --steps 300
 """
 
@@ -27,15 +32,14 @@ HERE = Path(__file__).resolve().parent
 WORKLOADS = HERE / "workloads.py"
 
 
-def one(workload: str, steps: int, under: list[str]) -> tuple[float, float, int]:
-    """(median step s, mean step s, bytes drawn on the terminal) of one run."""
+def on_pty(cmd: list[str]) -> tuple[str, int]:
+    """Run ``cmd`` with stderr on a 120x40 pseudo-terminal: (its stdout, bytes drawn)."""
     import fcntl
     import struct
     import termios
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    cmd = [sys.executable, *under, str(WORKLOADS), workload, "--steps", str(steps)]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=slave, env={**os.environ, "TERM": "xterm"})
     os.close(slave)
@@ -56,9 +60,42 @@ def one(workload: str, steps: int, under: list[str]) -> tuple[float, float, int]
     if proc.wait() != 0:
         raise SystemExit(f"{' '.join(cmd)} failed")
     os.close(master)
+    return out, drawn
+
+
+def one(workload: str, steps: int, under: list[str]) -> tuple[float, float, int]:
+    """(median step s, mean step s, bytes drawn on the terminal) of one run."""
+    cmd = [sys.executable, *under, str(WORKLOADS), workload, "--steps", str(steps)]
+    out, drawn = on_pty(cmd)
     line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
     result = json.loads(line)
     return float(result["median_step_s"]), float(result["total_s"]) / steps, drawn
+
+
+def inner(workload: str, steps: int) -> None:
+    """Run the loop under the runner with the live panel on stderr (a terminal) and print
+    what the panel cost: refreshes, render time, CPU time of its thread, wall time."""
+    import time
+
+    import torch
+
+    from torchmem.doctor.runner import run_script
+    from torchmem.doctor.target import Target
+    from torchmem.report.live import LiveProbe
+
+    torch.set_num_threads(1)
+    live = LiveProbe(sys.stderr, "torchmem run: workloads.py")
+    t0 = time.perf_counter()
+    run_script(Target(path=str(WORKLOADS), args=[workload, "--steps", str(steps)]), [live])
+    wall = time.perf_counter() - t0
+    live.close()
+    print("@@" + json.dumps({"refreshes": live.refreshes, "render_s": live.render_s,
+                             "cpu_s": live.cpu_s, "wall_s": wall}))
+
+
+def panel_cost(workload: str, steps: int) -> dict[str, float]:
+    out, _ = on_pty([sys.executable, __file__, "--inner", workload, "--steps", str(steps)])
+    return json.loads([ln for ln in out.splitlines() if ln.startswith("@@")][-1][2:])
 
 
 def main() -> None:
@@ -66,7 +103,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--workloads", nargs="+", default=["mlp", "lstm_cell"])
+    parser.add_argument("--inner", metavar="WORKLOAD", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.inner:
+        inner(args.inner, args.steps)
+        return
     sides = {
         "python": [],
         "torchmem run": ["-m", "torchmem", "run", "--quiet"],
@@ -89,6 +130,16 @@ def main() -> None:
             drawn = statistics.median(r[2] for r in results[name]) / 1024
             print(f"{workload:<10} {name:<13} {med * 1e3:>12.3f} {med / base_med:>6.3f} "
                   f"{mean * 1e3:>10.3f} {mean / base_mean:>6.3f} {drawn:>12.1f}")
+    print()
+    print("the panel's own cost (refresh thread, in process, median of the trials): CPU time "
+          "of the thread as a share of the run's wall time")
+    print(f"{'workload':<10} {'refreshes/s':>12} {'render (ms)':>12} {'thread CPU':>11}")
+    for workload in args.workloads:
+        costs = [panel_cost(workload, args.steps) for _ in range(args.trials)]
+        rate = statistics.median(c["refreshes"] / c["wall_s"] for c in costs)
+        render = statistics.median(c["render_s"] / max(c["refreshes"], 1) for c in costs)
+        share = statistics.median(c["cpu_s"] / c["wall_s"] for c in costs)
+        print(f"{workload:<10} {rate:>12.2f} {render * 1e3:>12.2f} {share:>10.2%}")
 
 
 if __name__ == "__main__":

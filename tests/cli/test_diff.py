@@ -198,6 +198,31 @@ def test_the_json_output_may_not_overwrite_an_input(tmp_path, capsys):
     assert "would overwrite the capture" in capsys.readouterr().err
 
 
+def test_per_line_data_is_a_table_that_fits_the_width(tmp_path, capsys):
+    import dataclasses
+
+    from torchmem.model.lines import LineRecord
+
+    def rec(line: int, code: str, made: int, alive: int) -> LineRecord:
+        return LineRecord(file="/x/train.py", line=line, code=code, allocated_bytes=made,
+                          alive_bytes=alive)
+    long = "loss = torch.nn.functional.cross_entropy(model(x_augmented_with_noise), targets)"
+    a = dataclasses.replace(capture(), lines=(rec(30, long, 4 << 20, 0),
+                                              rec(31, "keep.append(out)", 0, 0)))
+    b = dataclasses.replace(capture(), lines=(rec(32, long, 4 << 20, 0),
+                                              rec(33, "keep.append(out)", 1 << 20, 8 << 20)))
+    a.save(tmp_path / "a.json")
+    b.save(tmp_path / "b.json")
+    assert main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("by line"):out.index("what explains")].splitlines()
+    assert table[1].split()[:2] == ["train.py:33", "keep.append(out)"]
+    assert "0 B / 0 B" in table[1] and "1.0 MiB / 8.0 MiB" in table[1]
+    assert table[1].rstrip().endswith("+8.0 MiB")
+    assert all(len(line) <= 100 for line in table)
+    assert "train.py:33 `keep.append(out)`: allocated 0 B -> 1.0 MiB, alive 0 B -> 8.0 MiB" in out
+
+
 def test_strings_from_a_capture_cannot_drive_the_terminal(tmp_path, capsys):
     capture(name="x").save(tmp_path / "a.json")
     capture(name="evil\x1b[2J\x1b]52;c;AAAA\x07").save(tmp_path / "b.json")
@@ -225,7 +250,7 @@ def test_two_snapshots_compare_and_a_capture_with_a_snapshot_is_refused(tmp_path
     assert data["a"]["kind"] == data["b"]["kind"] == "snapshot"
     peak = data["peak"][0]
     assert peak["key"] == "cuda:0" and peak["b"] < peak["a"]  # the leak is gone
-    assert "peak reserved cuda:0" in out and "by line (alive at the peak)" in out
+    assert "peak reserved cuda:0" in out and "alive at the peak" in out
     gone = {f["cause"] for f in data["findings"] if f["status"] == "gone"}
     assert "cache_thrash" in gone
     assert "gone in " in out and "allocator cache emptied again and again" in out

@@ -109,8 +109,8 @@ def _holders(diff: "CaptureDiff", out: list["Explanation"], E: Any) -> None:
                 text = (f"{who}{where} no longer keeps a {c.title} in {diff.b.label} "
                         f"({format_bytes(c.bytes_a or 0)}{per} in {diff.a.label})")
             else:
-                text = (f"gone in {diff.b.label}: {c.title}{_by(c)} "
-                        f"({format_bytes(c.bytes_a or 0)}{per} in {diff.a.label})")
+                text = (f"gone in {diff.b.label}: {c.title}{_by(c)}: "
+                        f"{format_bytes(c.bytes_a or 0)}{per} in {diff.a.label}")
             out.append(E("vanished_holder" if holds else "vanished_finding", text,
                          float(c.bytes_a or 0)))
         elif not _same(c.bytes_a, c.bytes_b, 0.1) or not _same(c.per_step_a, c.per_step_b, 0.1):

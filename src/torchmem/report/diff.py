@@ -42,11 +42,18 @@ def _change(row: Row, unit: str = "") -> str:
     return text
 
 
+def _head(label: str, most: int = 24) -> str:
+    """A column heading for an input: its label, or its end when long (the full labels
+    are on the report's first lines)."""
+    text = printable(label, 400)
+    return text if len(text) <= most else "…" + text[-(most - 1):]
+
+
 def _table(diff: CaptureDiff, first: str) -> Table:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     table.add_column(first)
-    table.add_column(Text(printable(diff.a.label, 40)), justify="right")
-    table.add_column(Text(printable(diff.b.label, 40)), justify="right")
+    table.add_column(Text(_head(diff.a.label)), justify="right")
+    table.add_column(Text(_head(diff.b.label)), justify="right")
     table.add_column("change", justify="right")
     return table
 
@@ -88,28 +95,34 @@ def _rows_table(diff: CaptureDiff, title: str, rows: Sequence[Row]) -> Table:
     return table
 
 
-def _lines_table(diff: CaptureDiff, rows: Sequence[LineRow]) -> Table:
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+def _lines_table(diff: CaptureDiff, rows: Sequence[LineRow], width: int) -> Table:
     peak = diff.a.line_measure == "peak"
-    table.add_column("by line (alive at the peak)" if peak
-                     else "by line (allocated / alive at the end of a step)")
-    table.add_column(Text(printable(diff.a.label, 40)), justify="right")
-    table.add_column(Text(printable(diff.b.label, 40)), justify="right")
-    table.add_column("change", justify="right")
-    for row in rows:
-        code = printable(row.code.strip(), 50)
-        where = Text("  " + printable(row.where, 60))
-        if code:
-            where.append(f"  {code}", style="dim")
 
-        def both(made: int | None, alive: int | None) -> str:
-            if made is None and alive is None:
-                return "—"
-            if peak:
-                return format_bytes(alive or 0)
-            return f"{format_bytes(made or 0)} / {format_bytes(alive or 0)}"
-        table.add_row(where, both(row.allocated_a, row.alive_a),
-                      both(row.allocated_b, row.alive_b), format_delta(row.change))
+    def both(made: int | None, alive: int | None) -> str:
+        if made is None and alive is None:
+            return "—"
+        if peak:
+            return format_bytes(alive or 0)
+        return f"{format_bytes(made or 0)} / {format_bytes(alive or 0)}"
+    cells = [("  " + printable(row.where, 60), printable(row.code.strip(), 80),
+              both(row.allocated_a, row.alive_a), both(row.allocated_b, row.alive_b),
+              format_delta(row.change)) for row in rows]
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    heads = ["by line", "alive at the peak" if peak else "allocated / alive at step end",
+             _head(diff.a.label), _head(diff.b.label), "change"]
+    widest = [max([len(c[i]) for c in cells] + [len(h)]) for i, h in enumerate(heads)]
+    # the code gets what the other columns leave (2 spaces between columns)
+    room = width - sum(widest) + widest[1] - 2 * (len(heads) - 1)
+    code = max(8, min(40, widest[1], room))
+    for i, head in enumerate(heads):
+        if i == 1:
+            table.add_column(head, no_wrap=True, overflow="ellipsis", width=code,
+                             style="dim")
+        else:
+            table.add_column(Text(head), no_wrap=True, min_width=widest[i],
+                             justify="left" if i == 0 else "right")
+    for c in cells:
+        table.add_row(Text(c[0]), Text(c[1]), c[2], c[3], c[4])
     return table
 
 
@@ -144,9 +157,9 @@ def render_diff(diff: CaptureDiff, file: IO[str] | None = None, width: int | Non
     head.append(printable(diff.a.label, 200), style="bold cyan")
     head.append(" -> ")
     head.append(printable(diff.b.label, 200), style="bold cyan")
-    console.print(head)
+    console.print(head, soft_wrap=True)
     for line in _inputs(diff):
-        console.print(line)
+        console.print(line, soft_wrap=True)
     console.print()
     console.print(_headline_table(diff))
     roles = [r for r in diff.roles if r.a or r.b]
@@ -166,7 +179,7 @@ def render_diff(diff: CaptureDiff, file: IO[str] | None = None, width: int | Non
     lines = [r for r in diff.lines if r.change][:MAX_TABLE_ROWS]
     if lines:
         console.print()
-        console.print(_lines_table(diff, lines))
+        console.print(_lines_table(diff, lines, console.width))
     if diff.findings:
         console.print()
         console.print(Text("findings", style="bold"))
