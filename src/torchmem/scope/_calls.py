@@ -124,13 +124,18 @@ def _kind(func: Any) -> int:
         return _OTHER
 
 
+#: func -> _OTHER, _GETTER, _AUTOGRAD or _HOOK, shared by every mode (a scope per
+#: training step would otherwise classify the same functions again at every step)
+_KINDS: dict[Any, int] = {}
+
+
 class CallsMode(TorchFunctionMode):
     """Registers what torch calls return; remembers what they mutate. Thread-local."""
 
     def __init__(self, st: ThreadState) -> None:
         super().__init__()
         self.state = st
-        self.kinds: dict[Any, int] = {}  # func -> _OTHER, _GETTER or _AUTOGRAD
+        self.kinds = _KINDS
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         st = self.state

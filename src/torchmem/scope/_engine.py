@@ -210,11 +210,15 @@ def _kind(func: Any) -> int:
     return _VIEW if getattr(func, "is_view", False) else _PLAIN
 
 
+#: op -> _NEW, _VIEW, _MUTATES or _PLAIN, shared by every mode (from the op's schema)
+_KINDS: dict[Any, int] = {}
+
+
 class _Mode(TorchDispatchMode):
     def __init__(self, st: ThreadState) -> None:
         super().__init__()
         self.state = st
-        self.kinds: dict[Any, int] = {}  # op -> _NEW, _VIEW, _MUTATES or _PLAIN
+        self.kinds = _KINDS
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
