@@ -128,3 +128,19 @@ def test_script_without_steps_and_its_exit_code(tmp_path):
     rows = {r["line"]: r for r in data["lines"]}
     assert rows[2]["peak_bytes"] == 4000
     assert "no whole training step was profiled" in " ".join(data["line_profile"]["notes"])
+
+
+def test_allocation_sites_join_the_stack_and_the_holder(run):
+    tmp, script, _ = run
+    profile = Capture.load(tmp / "out.json").line_profile
+    assert profile is not None
+    census = [s for s in profile.sites if s.when == "census"]
+    kept = [s for s in census if s.holder == "history"]
+    assert kept and all(s.nbytes == 4 and s.made_in for s in kept)
+    loss_line = _line("loss = model(x).square().mean()")
+    assert any(s.stack and (s.stack[0].file, s.stack[0].line) == (str(script), loss_line)
+               for s in kept)
+    buf = next(s for s in census if s.holder == "buf")
+    assert buf.nbytes == 16384 and buf.stack[0].line == _line("buf = torch.empty(4096)")
+    weight = next(s for s in profile.sites if s.when == "peak" and s.holder == "weight")
+    assert weight.role == "parameter" and weight.made_in == "setup"

@@ -110,8 +110,8 @@ def window_from_trace(trace: Sequence[Mapping[str, Any]], *, step: int, device: 
     tally = WindowTally(step, device)
     known = dict(known or {})
     known_bytes: dict[Site | None, int] = {}
-    for block in known.values():
-        known_bytes[block[2]] = known_bytes.get(block[2], 0) + block[1]
+    for old in known.values():
+        known_bytes[old[2]] = known_bytes.get(old[2], 0) + old[1]
     rest = max(int(start_allocated) - sum(known_bytes.values()), 0)
     tally.start_live = dict(known_bytes)
     tally.start_live[None] = tally.start_live.get(None, 0) + rest

@@ -158,7 +158,10 @@ def _retaining(recorder: LineRecorder, steps: int, caller: Any,
     path, held = max(by_path.items(), key=lambda kv: kv[1])
     files = sorted({b[0][0] for _, b in kept.values()} | {caller.f_code.co_filename}
                    | ({globals_.get("__file__")} if globals_ and globals_.get("__file__") else set()))
-    statement = best_statement(find_statements(path, [f for f in files if f]))
+    statements = find_statements(path, [f for f in files if f])
+    if not statements:
+        statements = _in_function(fn, path)
+    statement = best_statement(statements)
     if statement is None:
         return []
     per_call = held // max(steps - 1, 1)
@@ -166,3 +169,26 @@ def _retaining(recorder: LineRecorder, steps: int, caller: Any,
                        code=statement.code or source_line(statement.file, statement.line),
                        function=statement.function, retained_bytes=per_call,
                        retains=f"{path} (kept across calls)")]
+
+
+def _in_function(fn: Callable[..., Any], path: str) -> list[Any]:
+    """The doctor's statement search in ``fn``'s own source, for code whose file is not a
+    Python file (a notebook cell, a page of documentation run by a test, ``exec``)."""
+    import ast
+    import inspect
+    import linecache
+    import textwrap
+
+    from torchmem.doctor.source import _Finder, parse_path
+
+    try:
+        code = fn.__code__  # type: ignore[attr-defined]
+        block, start = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(block)))
+    except (AttributeError, OSError, TypeError, SyntaxError, ValueError):
+        return []
+    ast.increment_lineno(tree, start - 1)
+    lines = tuple(line.rstrip("\n") for line in linecache.getlines(code.co_filename))
+    finder = _Finder(code.co_filename, lines, parse_path(path), False)
+    finder.visit(tree)
+    return list(finder.found)

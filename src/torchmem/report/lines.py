@@ -27,7 +27,7 @@ from torchmem.model.lines import AllocationSite, LineProfile, LineRecord, StackF
 from torchmem.report.sanitize import printable_capture
 from torchmem.units import format_bytes, format_delta
 
-__all__ = ["render_lines", "lines_summary", "site_text", "frame_text", "annotated_source",
+__all__ = ["render_lines", "print_lines", "lines_summary", "site_text", "frame_text", "annotated_source",
            "lines_context", "WHEN_TEXT", "HTML_ROWS"]
 
 #: Most lines the HTML table lists (the JSON capture keeps them all).
@@ -154,9 +154,15 @@ def render_lines(capture: Capture, file: IO[str] | None = None, *, top: int = 15
     capture = printable_capture(capture)
     console = Console(file=stream, width=width or (None if stream.isatty() else 120),
                       highlight=False, soft_wrap=False)
+    console.print()
+    print_lines(capture, console, top=top)
+
+
+def print_lines(capture: Capture, console: Console, *, top: int = 15) -> None:
+    """Print the per-line section of an already escaped ``capture`` on ``console``
+    (:func:`render_lines`; :mod:`torchmem.report.terminal` adds it to a capture's report)."""
     profile = capture.line_profile or LineProfile()
     script = capture.argv[0] if capture.argv else "?"
-    console.print()
     head = Text("torchmem lines: ", style="bold")
     head.append(script, style="bold cyan")
     head.append(f": {lines_summary(capture)}")

@@ -233,5 +233,10 @@ def render_capture(capture: Capture, file: IO[str] | None = None, width: int | N
         if findings is not None:
             console.print()
             findings.render_findings(capture, console)
+    if capture.lines or capture.line_profile is not None:  # torchmem lines
+        from torchmem.report.lines import print_lines
+
+        console.print()
+        print_lines(capture, console)
     for note in capture.notes:
         console.print(Text(f"note: {note}", style="dim"))
