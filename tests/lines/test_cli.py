@@ -144,3 +144,32 @@ def test_allocation_sites_join_the_stack_and_the_holder(run):
     assert buf.nbytes == 16384 and buf.stack[0].line == _line("buf = torch.empty(4096)")
     weight = next(s for s in profile.sites if s.when == "peak" and s.holder == "weight")
     assert weight.role == "parameter" and weight.made_in == "setup"
+
+
+OOM_SCRIPT = textwrap.dedent("""
+    import torch
+    model = torch.nn.Linear(32, 32)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    cache = []
+    for step in range(6):
+        loss = model(torch.randn(8, 32)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        cache.append(torch.ones(64, 1024))
+    huge = torch.empty(2**62, dtype=torch.uint8)
+""").lstrip()
+
+
+def test_out_of_memory_lists_what_was_alive_where_made_and_who_keeps_it(tmp_path):
+    (tmp_path / "oom.py").write_text(OOM_SCRIPT, encoding="utf-8")
+    proc = _run(tmp_path, "--all-steps", "--json", "o.json", "oom.py")
+    assert proc.returncode == 1 and "DefaultCPUAllocator" in proc.stderr
+    assert "alive at the out-of-memory error" in proc.stderr
+    capture = Capture.load(tmp_path / "o.json")
+    assert capture.outcome == "oom" and capture.line_profile is not None
+    oom = [s for s in capture.line_profile.sites if s.when == "oom"]
+    kept = [s for s in oom if s.holder == "cache"]
+    line = OOM_SCRIPT.splitlines().index("    cache.append(torch.ones(64, 1024))") + 1
+    assert kept and all(s.nbytes == 64 * 1024 * 4 for s in kept)
+    assert all(s.stack and s.stack[0].line == line for s in kept if s.made_in)
