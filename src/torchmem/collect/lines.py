@@ -179,11 +179,11 @@ class LineRecorder:
         window = self._window
         if window is None or ref.dev != "cpu":
             return
-        site = self.finder.site(sys._getframe(1))
+        frame = sys._getframe(1)
+        site = self.finder.site(frame)
         n = ref.nbytes
         extra = None
         if n >= self.stack_min_bytes:
-            frame = sys._getframe(1)
             key = (site, self.finder.inner(frame), n)
             stack = self._stacks.get(key)
             if stack is None:
@@ -192,7 +192,12 @@ class LineRecorder:
                     self._stacks[key] = stack
             extra = (stack, _shape(t), _dtype(t))
         ref.site = (site, self._serial, extra)
-        window.add(site, n, ref)
+        # window.add(site, n, ref), inlined: this runs once per storage created
+        window.events.append((site, n, ref))
+        created = window.created
+        created[site] = created.get(site, 0) + n
+        count = window.count
+        count[site] = count.get(site, 0) + 1
 
     def resized(self, ref: Any, grow: int) -> None:
         window = self._window

@@ -136,7 +136,17 @@ class SiteFinder:
     def site(self, frame: FrameType | None) -> Site:
         """The :data:`Site` of the attributed frame at or above ``frame``; the innermost
         non-torchmem frame when no frame qualifies; :data:`NOWHERE` without frames."""
-        found = self.frame(frame)
+        wanted = _LIBRARY if self.all_files else _USER
+        kinds = self._kinds
+        found = frame
+        while found is not None:  # self.frame(), inlined: this runs once per storage
+            code = found.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = self._kind(code)
+            if kind >= wanted:
+                break
+            found = found.f_back
         if found is None:
             found = frame
             while found is not None and self._kind(found.f_code) == _SKIP:
