@@ -139,7 +139,23 @@ class DeviceTrace:
         else:
             self._other(action, addr, size, time_us, frames)
         self.actions[action] += 1
-        self._sample(n, time_us)
+        # the timeline: this entry into the open bucket (inline: it runs for every entry)
+        bucket = self._open
+        if bucket is None:
+            self._open = [n, time_us, self.allocated, self.allocated, self.reserved]
+            return
+        allocated = self.allocated
+        if allocated > bucket[2]:
+            bucket[2] = allocated
+        elif allocated < bucket[3]:
+            bucket[3] = allocated
+        if self.reserved > bucket[4]:
+            bucket[4] = self.reserved
+        if n - bucket[0] + 1 >= self.width:
+            self.buckets.append(bucket)
+            self._open = None
+            if len(self.buckets) >= 2 * TIMELINE_POINTS:
+                self._halve()
 
     def _other(self, action: str, addr: int | None, size: int, time_us: int | None,
                frames: tuple[Any, ...] | None) -> None:
@@ -181,24 +197,6 @@ class DeviceTrace:
             self._in_flush = False
         elif action != "snapshot":
             self._in_flush = False
-
-    def _sample(self, n: int, time_us: int | None) -> None:
-        allocated, reserved = self.allocated, self.reserved
-        bucket = self._open
-        if bucket is None:
-            self._open = [n, time_us, allocated, allocated, reserved]
-            return
-        if allocated > bucket[2]:
-            bucket[2] = allocated
-        elif allocated < bucket[3]:
-            bucket[3] = allocated
-        if reserved > bucket[4]:
-            bucket[4] = reserved
-        if n - bucket[0] + 1 >= self.width:
-            self.buckets.append(bucket)
-            self._open = None
-            if len(self.buckets) >= 2 * TIMELINE_POINTS:
-                self._halve()
 
     def _halve(self) -> None:
         merged = []

@@ -37,7 +37,8 @@ CONSUMED = _Consumed()
 
 _GET = rb"h.|j...."
 _PUT = rb"\x94|q.|r...."
-_LONG1 = b"|".join(b"\\x8a\\x%02x" % n + b"." * n for n in range(1, 10))
+# integers of up to 8 bytes: all of int64 (PyTorch writes no other); the rest are slow
+_LONG1 = b"|".join(b"\\x8a\\x%02x" % n + b"." * n for n in range(1, 9))
 _INT = rb"K.|M..|J....|" + _LONG1
 _SCALAR = _GET + rb"|" + _INT + rb"|N|\x88|\x89|G........"
 _LIST = rb"\](?:" + _PUT + rb")(?:\((?:" + _GET + rb")+e|(?:" + _GET + rb")a)?"
@@ -182,17 +183,13 @@ class FastPath:
                     size = self._cached_int(g[isize])
                     if size is None:
                         break
-            if istream:
+            if istream:  # at most 8 bytes (see _LONG1): within int64
                 raw = g[istream]
                 stream = 0 if raw == b"K\x00" else _int(raw)
-                if not -_INT64 <= stream < _INT64:
-                    break
             if itime:
                 raw = g[itime]
                 time_us = from_bytes(raw[2:], "little", signed=True) if raw[0] == 0x8A \
                     else _int(raw)
-                if not -_INT64 <= time_us < _INT64:
-                    break
             # the dict, then its frames list, were stored in the memo in this order
             if sparse or g[0] != b"\x94":
                 self._store(g[0], CONSUMED)

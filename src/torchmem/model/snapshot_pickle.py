@@ -20,9 +20,12 @@ its own small interpreter of the pickle opcodes instead of :mod:`pickle`:
   entry (:mod:`torchmem.model._snapshot_fast`); anything else goes through the general
   interpreter, which gives the same result.
 
-Cost: about 3 µs per trace entry, plus about 1 µs per opcode of what the fast path does
-not cover (segments, first occurrences of frames). Memory: the interned frames and stacks,
-8 bytes per stored object reference (the pickle memo), and what the sinks keep.
+Cost (``benchmarks/snapshot_import.py``): about 3 µs of CPU per trace entry, plus about
+1 µs per opcode of what the fast path does not cover (segments, first occurrences of
+frames); a 1 GiB snapshot of 6.8 million entries is read and analysed in about 29 s of
+CPU on a slow shared 2-CPU machine. Memory: the interned frames and stacks, 8 bytes per
+stored object reference (the pickle memo), and what the sinks keep: a peak RSS of 0.13x
+the file size there, where ``pickle.load`` takes 4.1x.
 
 Known limitations:
     * A trace entry with more than 1000 keys (never written by PyTorch) is handed to its
