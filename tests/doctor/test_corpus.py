@@ -67,7 +67,8 @@ def test_name_matching_rules():
 def results(request):
     # run only the scripts whose tests were selected (e.g. with -k), two at a time
     selected = {item.callspec.params["entry"].script for item in request.session.items
-                if getattr(item, "callspec", None) is not None
+                if getattr(item, "module", None) is request.module
+                and getattr(item, "callspec", None) is not None
                 and "entry" in item.callspec.params}
     runnable = [e for e in ENTRIES if e.script in selected and (e.device != "cuda" or HAS_CUDA)]
     return {r.entry.script: r for r in judge.run_corpus(runnable, jobs=2, timeout=900)}
