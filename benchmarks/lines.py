@@ -7,8 +7,8 @@ imports and the first steps are excluded). Variants:
 * ``plain``: ``python workloads.py``;
 * ``torchmem doctor``: the doctor alone (step hooks, sampler, analysis at a few steps):
   what ``torchmem lines`` runs besides its line attribution;
-* ``torchmem lines``: ``torchmem lines`` with its default overhead budget (0.5: profile
-  pairs of steps exactly while the overhead stays within half the plain run time);
+* ``torchmem lines``: ``torchmem lines`` with its default overhead budget (0.4: profile
+  pairs of steps exactly while the overhead stays within 40% of the plain run time);
 * ``torchmem lines --all-steps``: every step profiled exactly (the floor of the storage
   engine's dispatch mode plus the line attribution);
 * ``tracemalloc``: ``python -X tracemalloc=1`` (Python's own allocation tracer; it does

@@ -171,7 +171,14 @@ class LineRecorder:
         return window
 
     def _keep_storages(self, peak: PeakState) -> None:
-        largest = sorted(peak.tokens.values(), key=lambda tn: -tn[1])[: self._keep_peak]
+        never = float("inf")
+
+        def order(item: tuple[Any, int]) -> tuple[Any, ...]:  # ties: the earliest made
+            birth = getattr(item[0], "site", None)
+            return (-item[1], birth[1] if birth is not None else never,
+                    birth[0] if birth is not None else ("", 0, ""))
+
+        largest = sorted(peak.tokens.values(), key=order)[: self._keep_peak]
         self.peak_storages = [[n, ref, None, None] for ref, n in largest]
 
     # -- engine observer ---------------------------------------------------------------

@@ -56,15 +56,24 @@ def census_sites(census: Any, when: str, step: int, recorder: LineRecorder,
                  is_user: Callable[[str], bool]) -> list[AllocationSite]:
     """Allocation sites of the census's largest storages, and of the largest that no
     module or optimizer owns (``when``: census or oom)."""
-    entries = list(census.top(TOP))
+    births = {e.key: recorder.birth_of(e.key) if e.device == "cpu" else None
+              for e in census.storages}
+    never = float("inf")
+
+    def order(e: Any) -> tuple[Any, ...]:  # ties of size: the earliest made first
+        birth = births[e.key]
+        return (-e.nbytes, birth[1] if birth is not None else never, e.name or "", e.device)
+
+    ranked = sorted(census.storages, key=order)
+    entries = ranked[:TOP]
     seen = {e.key for e in entries}
-    unowned = [e for e in census.storages if e.role not in _NAMED_ROLES and e.key not in seen]
+    unowned = [e for e in ranked if e.role not in _NAMED_ROLES and e.key not in seen]
     entries.extend(unowned[:TOP_UNOWNED])
     unnamed = {e.key for e in entries if e.role not in _NAMED_ROLES}
     holders = holder_paths(unnamed, frame, main_globals, is_user) if unnamed else {}
     out = []
     for e in entries:
-        birth = recorder.birth_of(e.key) if e.device == "cpu" else None
+        birth = births[e.key]
         shape, dtype = _shape_dtype(birth)
         holder = holders.get(e.key)
         if e.name:

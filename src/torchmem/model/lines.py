@@ -175,8 +175,8 @@ class LineProfile(Record):
         unattributed_bytes: mean of the paired steps' unattributed bytes (with the
             lines' ``delta_bytes``, it adds up to their mean measured delta).
         all_files: library lines were attributed too (not only the user's own files).
-        budget: the overhead budget of the sampler (0.5: at most 1.5x the plain step
-            time over the run), or None when every step was profiled.
+        budget: the overhead budget of the sampler, a fraction of the plain run time
+            (0.4 by default), or None when steps were not chosen by a budget.
         sites: allocation sites of the largest storages (at the peak, census, OOM).
         notes: sentences for the report (what could not be measured, and why).
     """
