@@ -186,3 +186,18 @@ def test_the_session_keeps_no_tensor_alive():
     gc.collect()
     assert ref() is None
     assert session.capture.top_storages  # the census ran while the tensor was alive
+
+
+def test_interval_samples_a_timeline_and_stops_its_sampler():
+    import threading
+    import time
+
+    before = threading.active_count()
+    with torchmem.DoctorSession(interval=0.005, deep=False) as session:
+        for _ in range(4):
+            time.sleep(0.02)
+            session.step()
+    assert threading.active_count() == before
+    timeline = session.capture.timeline
+    assert len(timeline["cpu"]) >= 4 and len(timeline["t"]) == len(timeline["cpu"])
+    assert session.capture.findings == () and len(session.capture.steps) == 4
