@@ -13,7 +13,8 @@ doctor offered, and the time taken; then the totals:
 * false alarms: healthy scripts with any finding / healthy scripts run;
 * fixes: for the finding judged on each detected script, whether its fix can be applied
   mechanically (a backticked statement that rewrites the culprit's own statement, e.g.
-  ``losses.append(loss.item())`` for ``losses.append(loss)``); an applicable fix is applied
+  ``losses.append(loss.item())`` for ``losses.append(loss)``, or "`h = h.detach()` before
+  line N", a statement to insert); an applicable fix is applied
   to a copy of the script in a temp dir, which is run (a crash is counted) and diagnosed
   again (the fix is *verified* when no finding names the same culprit any more). Other fixes
   (``with torch.no_grad():`` around a block, "register the hook once", ...) are counted as
@@ -87,6 +88,7 @@ class FixCheck:
 
 
 _SNIPPET = re.compile(r"`([^`]+)`")
+_INSERT = re.compile(r"`([^`]+)`[^`]*?\bbefore line (\d+)")
 
 
 def _head(stmt: ast.stmt) -> str | None:
@@ -109,23 +111,44 @@ def _statement_at(tree: ast.AST, line: int) -> ast.stmt | None:
     return best
 
 
-def patched_source(source: str, finding: dict[str, Any]) -> str | None:
-    """``source`` with the finding's fix applied, or None when it is not mechanical."""
-    culprit = finding.get("culprit") or {}
-    line = culprit.get("line")
-    snippets = _SNIPPET.findall(finding.get("fix") or "")
-    if not line or not snippets:
-        return None
+def _one_statement(code: str) -> ast.stmt | None:
     try:
-        new = ast.parse(snippets[0]).body
-        old = _statement_at(ast.parse(source), line)
+        body = ast.parse(code).body
     except SyntaxError:
         return None
-    if len(new) != 1 or old is None or _head(new[0]) is None or _head(new[0]) != _head(old):
-        return None
-    if ast.dump(new[0]) == ast.dump(old):
+    return body[0] if len(body) == 1 and _head(body[0]) is not None else None
+
+
+def patched_source(source: str, finding: dict[str, Any]) -> str | None:
+    """``source`` with the finding's fix applied, or None when it is not mechanical.
+
+    Two forms are mechanical: the first backticked statement rewrites the culprit's own
+    statement (same target or callee), or the fix says "`statement` before line N".
+    """
+    culprit = finding.get("culprit") or {}
+    fix = finding.get("fix") or ""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
         return None
     lines = source.splitlines(keepends=True)
+    insert = _INSERT.search(fix)
+    if insert and _one_statement(insert.group(1)) is not None:
+        at = _statement_at(tree, int(insert.group(2)))
+        if at is None:
+            return None
+        first = lines[at.lineno - 1]
+        indent = first[:len(first) - len(first.lstrip())]
+        lines.insert(at.lineno - 1, indent + insert.group(1).strip() + "\n")
+        return "".join(lines)
+    snippets = _SNIPPET.findall(fix)
+    line = culprit.get("line")
+    if not line or not snippets:
+        return None
+    new = _one_statement(snippets[0])
+    old = _statement_at(tree, line)
+    if new is None or old is None or _head(new) != _head(old) or ast.dump(new) == ast.dump(old):
+        return None
     first = lines[old.lineno - 1]
     indent = first[:len(first) - len(first.lstrip())]
     end = old.end_lineno or old.lineno
@@ -176,8 +199,9 @@ def row(res: Result, fix: FixCheck) -> list[str]:
     if res.error and not res.findings and res.capture is None:
         return [e.script, e.cause, "ERROR: " + res.error, "", "", "", "", "", "", f"{res.seconds:.0f}s"]
     found = ", ".join(res.found_causes) or "-"
+    crashed = f" (script under the doctor: {res.error})" if res.error else ""
     if e.healthy:
-        verdict = "FALSE ALARM" if res.false_alarm else "ok"
+        verdict = ("FALSE ALARM" if res.false_alarm else "ok") + crashed
         return [e.script, "healthy", found, "", res.found_name or "", "", res.found_line or "",
                 verdict, "", f"{res.seconds:.0f}s"]
     expected_name = e.culprit[0] if e.culprit else "(any)"
@@ -187,6 +211,7 @@ def row(res: Result, fix: FixCheck) -> list[str]:
     else:
         verdict = ("ok" if res.culprit_ok and res.line_ok
                    else "name " + _mark(res.culprit_ok) + ", line " + _mark(res.line_ok))
+    verdict += crashed
     return [e.script, e.cause, found, expected_name, res.found_name or "-", expected_line,
             res.found_line or "-", verdict, fix.label, f"{res.seconds:.0f}s"]
 
@@ -297,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                          "found": r.found_causes, "culprit": r.found_name,
                          "line": r.found_line, "passed": r.passed, "error": r.error,
                          "fix": dataclasses.asdict(f),
+                         "fix_text": (r.judged or {}).get("fix"),
                          "seconds": round(r.seconds, 1)} for r, f in zip(results, fixes)],
         }
         Path(args.json).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
