@@ -40,7 +40,7 @@ import sys
 import sysconfig
 import threading
 from types import FrameType, TracebackType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from torchmem.errors import UsageError
 from torchmem.model.capture import Capture
@@ -92,7 +92,7 @@ class DoctorSession:
                  frames: bool = True) -> None:
         if namespace is None:
             namespace = sys._getframe(1).f_globals
-        if not isinstance(namespace, Mapping):
+        if not isinstance(namespace, dict):
             raise UsageError(f"torchmem.DoctorSession: namespace must be a dict; got "
                              f"{type(namespace).__name__}", tip="pass globals() or vars(module)")
         if interval is not None and not interval > 0:
@@ -149,8 +149,8 @@ class DoctorSession:
             frames = UserFrames(_library_dirs())
             probe = DoctorProbe(deep=self.deep, census_at_end=self.deep)
             script = str(self.namespace.get("__file__") or self.label)
-            run = Run(Target(path=self.label), [self.label], script, self.namespace,  # type: ignore[arg-type]
-                      [probe], None, frames=frames)
+            run = Run(Target(path=self.label), [self.label], script, self.namespace, [probe],
+                      None, frames=frames)
             run.step_source = "session"
             run.outermost = _anchor(frames.innermost(caller)) if self.frames else None
             self._started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
