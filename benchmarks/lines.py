@@ -22,9 +22,18 @@ and prints "No data collected" on a CPU. A tool that is not installed is skipped
 
 The variants run interleaved (A/B/C/D/E, A/B/C/D/E...) for ``--rounds`` rounds, so a
 machine shared with other work slows them alike; each figure is the median over the
-rounds of the mean step time (total of the N steps / N: the profiled steps count). Usage::
+rounds of the mean step time (total of the N steps / N: the profiled steps count).
+
+``--mechanisms`` prints instead, in one process, what one step of each loop costs under
+each mechanism that could attribute memory to lines (interleaved, median of the rounds):
+a no-op ``TorchFunctionMode`` (sees calls, not the storages made inside them), a no-op
+``TorchDispatchMode`` (the floor of any per-op Python engine), ``torchmem.track(exact=True)``
+(the storage engine), a profiled window of the line recorder (engine + line attribution),
+and ``torch.profiler.profile(profile_memory=True)`` around the steps (C++ memory events,
+with and without the processing of its results). Usage::
 
     python benchmarks/lines.py [--rounds 5] [--steps 200] [--loops mlp lstm_cell]
+    python benchmarks/lines.py --mechanisms [--rounds 7]
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = HERE / "workloads.py"
@@ -68,12 +78,142 @@ def one(cmd: list[str], loop: str, steps: int) -> float:
     return float(data["total_s"]) / int(data["steps"])
 
 
+def mechanisms(rounds: int, steps: int = 10) -> None:
+    """One step of each loop under each candidate mechanism, in this process."""
+    import time
+    from typing import Callable
+
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import torchmem
+    from torchmem.collect.lines import LineRecorder
+    from torchmem.collect.sites import SiteFinder
+
+    class FnNoOp(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    class DispatchNoOp(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    def profiled(post: bool) -> Callable[[Callable[[], None]], None]:
+        def run(step: Callable[[], None]) -> None:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                        profile_memory=True) as prof:
+                for _ in range(steps):
+                    step()
+            if post:
+                prof.key_averages()
+        return run
+
+    recorder = LineRecorder(SiteFinder())
+
+    def lines(step: Callable[[], None]) -> None:
+        for i in range(steps):
+            recorder.begin(i + 1)
+            step()
+            recorder.end()
+
+    def under(ctx: Callable[[], Any]) -> Callable[[Callable[[], None]], None]:
+        def run(step: Callable[[], None]) -> None:
+            with ctx():
+                for _ in range(steps):
+                    step()
+        return run
+
+    def plain(step: Callable[[], None]) -> None:
+        for _ in range(steps):
+            step()
+
+    variants = {
+        "plain": plain,
+        "no-op TorchFunctionMode": under(FnNoOp),
+        "no-op TorchDispatchMode": under(DispatchNoOp),
+        "track(exact=True)": under(lambda: torchmem.track("cpu", exact=True)),
+        "line recorder window": lines,
+        "profiler, memory events": profiled(False),
+        "profiler + key_averages()": profiled(True),
+    }
+    torch.set_num_threads(1)
+    print(f"one training step under each mechanism, {steps} steps per round, median of "
+          f"{rounds} interleaved rounds (ratio to plain)")
+    recorder.install()
+    try:
+        for name, make in (("mlp", _mlp_step), ("lstm_cell", _lstm_step)):
+            step = make()
+            for run in variants.values():
+                run(step)  # warm-up
+            times: dict[str, list[float]] = {k: [] for k in variants}
+            for _ in range(rounds):
+                for k, run in variants.items():
+                    t0 = time.perf_counter()
+                    run(step)
+                    times[k].append((time.perf_counter() - t0) / steps)
+            base = statistics.median(times["plain"])
+            print(f"\n{name} (plain {base * 1e3:.2f} ms/step)")
+            for k, values in times.items():
+                print(f"  {k:<28} {statistics.median(values) / base:>6.2f}x")
+    finally:
+        recorder.uninstall()
+
+
+def _mlp_step() -> Any:
+    """One step of ``workloads.mlp_loop`` (same model, batch and optimizer)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def _lstm_step() -> Any:
+    """One step of ``workloads.lstm_cell_loop``."""
+    import torch
+
+    torch.manual_seed(0)
+    cell, head = torch.nn.LSTMCell(16, 32), torch.nn.Linear(32, 1)
+    opt = torch.optim.SGD(list(cell.parameters()) + list(head.parameters()), lr=1e-2)
+    seq, target = torch.randn(40, 8, 16), torch.randn(8, 1)
+
+    def step() -> None:
+        h, c = torch.zeros(8, 32), torch.zeros(8, 32)
+        for x in seq:
+            h, c = cell(x, (h, c))
+        loss = torch.nn.functional.mse_loss(head(h), target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--loops", nargs="+", default=["mlp", "lstm_cell"])
+    parser.add_argument("--mechanisms", action="store_true",
+                        help="compare the candidate mechanisms in one process instead")
     args = parser.parse_args()
+    if args.mechanisms:
+        mechanisms(args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         tools = variants(tmp)
         print(f"mean step time over {args.steps} steps (after 10 warm-up steps), median of "
