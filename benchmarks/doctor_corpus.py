@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "doctor_corpus"))
 
-from judge import Entry, Result, cuda_available, load_manifest, run_corpus, run_doctor  # noqa: E402
+from judge import Entry, Result, cuda_available, load_manifest, run_corpus, run_doctor
 
 DEFAULT_CORPUS = ROOT / "tests" / "doctor_corpus"
 
@@ -172,7 +172,8 @@ def check_fix(res: Result, timeout: float) -> FixCheck:
         env = dict(os.environ, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
         try:
             proc = subprocess.run([sys.executable, str(copy), *entry.script_args], cwd=tmp,
-                                  capture_output=True, text=True, timeout=timeout, env=env)
+                                  capture_output=True, text=True, timeout=timeout, env=env,
+                                  check=False)
         except subprocess.TimeoutExpired:
             return FixCheck("crash", "timed out")
         if proc.returncode != 0:
