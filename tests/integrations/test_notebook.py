@@ -52,9 +52,11 @@ def ipython(tmp_path_factory: pytest.TempPathFactory):
     os.environ["IPYTHONDIR"] = str(tmp_path_factory.mktemp("ipython"))
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
+    main = sys.modules["__main__"]  # IPython installs its own (without __spec__)
     shell = InteractiveShell.instance(config=config)
     yield shell
     InteractiveShell.clear_instance()
+    sys.modules["__main__"] = main  # else multiprocessing's spawn fails in later tests
     if old is None:
         os.environ.pop("IPYTHONDIR", None)
     else:
