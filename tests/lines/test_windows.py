@@ -11,9 +11,9 @@ from torchmem.analyze.line_windows import LineTotals, WindowTally, rank_rows, re
 from torchmem.model.capture import Culprit, Finding
 from torchmem.model.lines import LineRecord
 
-A = ("/work/train.py", 10, "step")
-B = ("/work/train.py", 11, "step")
-C = ("/work/train.py", 12, "step")
+A = ("/project/train.py", 10, "step")
+B = ("/project/train.py", 11, "step")
+C = ("/project/train.py", 12, "step")
 
 
 class Token:
@@ -88,14 +88,14 @@ def test_totals_are_means_over_steady_windows_and_deltas_over_paired_ones():
 
 def _finding(line: int, per_step: float = 2048.0, cause: str = "retained_graph") -> Finding:
     return Finding(cause=cause, title="t", bytes_per_step=per_step, bytes=10 * int(per_step),
-                   culprit=Culprit(name="losses", file="/work/train.py", line=line,
+                   culprit=Culprit(name="losses", file="/project/train.py", line=line,
                                    code="losses.append(loss)", function="step"))
 
 
 def test_retaining_lines_rank_first_then_growth_then_peak():
-    rows = [LineRecord("/work/train.py", 10, allocated_bytes=10, peak_bytes=900),
-            LineRecord("/work/train.py", 11, allocated_bytes=99, delta_bytes=500),
-            LineRecord("/work/train.py", 12, allocated_bytes=5000)]
+    rows = [LineRecord("/project/train.py", 10, allocated_bytes=10, peak_bytes=900),
+            LineRecord("/project/train.py", 11, allocated_bytes=99, delta_bytes=500),
+            LineRecord("/project/train.py", 12, allocated_bytes=5000)]
     marked = retaining_rows(rows, [_finding(20)], code_of=lambda f, n: f"code {n}")
     ranked = rank_rows(marked)
     assert [r.line for r in ranked] == [20, 11, 10, 12]
@@ -111,12 +111,12 @@ def _frame(file: str, line: int, name: str = "f") -> dict[str, object]:
     return {"filename": file, "line": line, "name": name}
 
 
-USER = "/work/train.py"
+USER = "/project/train.py"
 LIB = "/usr/lib/python3/site-packages/torch/nn/functional.py"
 
 
 def _is_user(name: str) -> bool:
-    return name.startswith("/work/")
+    return name.startswith("/project/")
 
 
 def _trace() -> list[dict[str, object]]:

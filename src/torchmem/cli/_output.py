@@ -25,6 +25,7 @@ from torchmem._files import write_file
 from torchmem.errors import UsageError
 
 __all__ = ["Output", "output", "capture_json", "script_inputs", "check_outputs", "write_text",
+           "write_output",
            "ReportStream"]
 
 
@@ -136,6 +137,19 @@ def write_text(path: str, text: str) -> None:
         OSError: the file cannot be written (no partial file is left behind).
     """
     write_file(path, text.encode("utf-8"))
+
+
+def write_output(out: Output, text: Callable[[], str], what: str) -> None:
+    """Write ``text()`` to ``out`` and say so on stderr; an unwritable path is an
+    :class:`~torchmem.errors.InputError` naming the flag."""
+    from torchmem.errors import InputError
+
+    try:
+        write_text(out.path, text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot write {out.shown}: {getattr(err, 'strerror', None) or err}",
+                         tip=f"choose a writable path for {out.flag}") from None
+    print(f"{what} written to {out.shown}", file=sys.stderr)
 
 
 class ReportStream:

@@ -17,10 +17,9 @@ import re
 import sys
 from argparse import Namespace
 from dataclasses import dataclass
-from typing import Any, Callable
 
-from torchmem.cli._output import Output, ReportStream, check_outputs, output, write_text
-from torchmem.errors import CaptureError, InputError
+from torchmem.cli._output import ReportStream, check_outputs, output, write_output, write_text
+from torchmem.errors import CaptureError
 from torchmem.model.capture import MAX_CAPTURE_BYTES, Capture
 from torchmem.model.rank_report import KIND, RANK_REPORT_VERSION, MergedRankReport
 from torchmem.model.schema import SchemaError, validate
@@ -129,19 +128,12 @@ def report_ranks(args: Namespace, prog: str) -> int:
     if html_out is not None:
         from torchmem.report.ranks_html import render_rank_html
 
-        _write(html_out, lambda: render_rank_html(report), "HTML report")
+        write_output(html_out, lambda: render_rank_html(report), "HTML report")
     if json_out is not None:
-        _write(json_out, lambda: rank_report_json(report), "merged report")
+        write_output(json_out, lambda: rank_report_json(report), "merged report")
     return 0
 
 
-def _write(out: Output, text: Callable[[], Any], what: str) -> None:
-    try:
-        write_text(out.path, text())
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot write {out.shown}: {getattr(err, 'strerror', None) or err}",
-                         tip=f"choose a writable path for {out.flag}") from None
-    print(f"{what} written to {out.shown}", file=sys.stderr)
 
 
 def merged_path(path: str) -> str:

@@ -17,10 +17,9 @@ import argparse
 import json
 import re
 import sys
-from typing import Callable
 
-from torchmem.cli._output import Output, check_outputs, output, write_text
-from torchmem.errors import CaptureError, InputError, UsageError
+from torchmem.cli._output import check_outputs, output, write_output
+from torchmem.errors import CaptureError, UsageError
 from torchmem.model.snapshot import SNAPSHOT_REPORT_VERSION, SnapshotReport
 
 __all__ = ["is_snapshot", "is_snapshot_report", "names_a_snapshot", "report_snapshot", "KIND"]
@@ -131,16 +130,9 @@ def report_snapshot(args: argparse.Namespace, prog: str) -> int:
     if html_out is not None:
         from torchmem.report.snapshot_html import render_snapshot_html
 
-        _write(html_out, lambda: render_snapshot_html(report), "HTML report")
+        write_output(html_out, lambda: render_snapshot_html(report), "HTML report")
     if json_out is not None:
-        _write(json_out, lambda: snapshot_report_json(report), "snapshot report")
+        write_output(json_out, lambda: snapshot_report_json(report), "snapshot report")
     return 0
 
 
-def _write(out: Output, text: Callable[[], str], what: str) -> None:
-    try:
-        write_text(out.path, text())
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot write {out.shown}: {getattr(err, 'strerror', None) or err}",
-                         tip=f"choose a writable path for {out.flag}") from None
-    print(f"{what} written to {out.shown}", file=sys.stderr)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from typing import Sequence
 
-from torchmem.cli._output import Output, capture_json, check_outputs, output, write_text
-from torchmem.errors import InputError, UsageError
+from torchmem.cli._output import capture_json, check_outputs, output, write_output
+from torchmem.errors import UsageError
 from torchmem.model.capture import Capture
 
 SUMMARY = "render a saved JSON capture as text, HTML or JSON"
@@ -85,16 +85,9 @@ def main(argv: Sequence[str], prog: str = "torchmem report") -> int:
     if html_out is not None:
         from torchmem.report.html import render_html
 
-        _write(html_out, lambda: render_html(capture), "HTML report")
+        write_output(html_out, lambda: render_html(capture), "HTML report")
     if json_out is not None:
-        _write(json_out, lambda: capture_json(capture), "capture")
+        write_output(json_out, lambda: capture_json(capture), "capture")
     return 0
 
 
-def _write(out: Output, text: Callable[[], str], what: str) -> None:
-    try:
-        write_text(out.path, text())
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot write {out.shown}: {getattr(err, 'strerror', None) or err}",
-                         tip=f"choose a writable path for {out.flag}") from None
-    print(f"{what} written to {out.shown}", file=sys.stderr)
