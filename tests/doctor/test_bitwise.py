@@ -63,3 +63,34 @@ def test_losses_are_bit_identical_with_and_without_the_doctor(tmp_path):
     # the doctor did analyse this run (so the comparison covers its deep analysis)
     assert "retained" in procs["doctor"].stderr
     assert (tmp_path / "c.json").is_file()
+
+
+TRACED = '''\
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)).eval()
+traced = torch.jit.trace(model, torch.rand(1, 3, 16, 16))   # checks the trace by re-tracing
+scripted = torch.jit.script(nn.Linear(4, 2))
+for i in range(12):
+    out = scripted(traced(torch.rand(2, 3, 16, 16)))
+    print(out.sum().item().hex())
+'''
+
+
+@pytest.mark.slow
+def test_torch_jit_trace_runs_unchanged_under_the_doctor(tmp_path):
+    """``torch.jit.trace`` runs the forward twice and compares the recorded graphs; the
+    doctor must not count those forwards as steps nor analyse the heap inside them (it did,
+    and the trace failed its sanity check with ``TracingCheckError``)."""
+    (tmp_path / "traced.py").write_text(TRACED, encoding="utf-8")
+    plain = subprocess.run([sys.executable, "traced.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+    doctor = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "traced.py"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert doctor.returncode == 0, doctor.stderr[-3000:]
+    assert doctor.stdout == plain.stdout
+    assert "exit code 0" in doctor.stderr

@@ -25,6 +25,11 @@ __all__ = ["StepHooks", "UserFrames"]
 _SOURCES = ("optimizer", "backward", "forward")
 
 
+def _tracing() -> bool:
+    """True while ``torch.jit.trace`` records a forward."""
+    return torch._C._get_tracing_state() is not None
+
+
 class UserFrames:
     """Decides which frames are the user's code (not torch, torchmem or the stdlib)."""
 
@@ -136,6 +141,12 @@ class StepHooks:
 
     def _forward_post(self, module: Any, args: Any, output: Any) -> None:
         self._depth -= 1
+        if self._depth <= 0 and _tracing():
+            # torch.jit.trace runs the forward to record it (and again to check the
+            # record): not a step of the script, and analysing the heap in the middle
+            # of a trace changes the recorded graph (TracingCheckError).
+            self._depth = 0
+            return
         if self._depth <= 0 and self._promote("forward"):
             self._depth = 0
             self._on_step("forward", self._frames.innermost(sys._getframe(1)))
