@@ -193,10 +193,10 @@ def test_no_leak_marker_and_fixture_fail_with_the_doctors_finding(pytester):
         "torchmem: the test test_leaky accumulates memory across 8 calls",
         f"    culprit: `LOSSES` (list, test_leaks.py:{append} `LOSSES.append(loss)`)",
         "    fix: store a number, not the graph: `LOSSES.append(loss.item())`*",
-        "    cause: retained_graph, confidence high",
+        "    cause: retained_graph, confidence medium",
         "torchmem: test_leak_check_fixture.<locals>.step() accumulates memory across 8 calls",
         f"    culprit: `step:history` (dict, test_leaks.py:{keep} *",
-        "    cause: eval_graph, confidence high",
+        "    cause: eval_graph, confidence medium",
     ])
 
 

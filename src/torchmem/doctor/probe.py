@@ -45,6 +45,7 @@ from types import FrameType
 from typing import Any
 
 from torchmem.doctor.causes import Evidence, GradCheck, diagnose
+from torchmem.doctor.confidence import calibrate
 from torchmem.doctor.culprit import frame_chain, read_locals, take_snapshot
 from torchmem.doctor.runner import Outcome, Probe, Run
 
@@ -394,7 +395,7 @@ class DoctorProbe(Probe):
             except Exception as err:  # noqa: BLE001
                 self._record_error("crash analysis", step, err)
         try:
-            self.findings = diagnose(self.evidence, self.growth)
+            self.findings = calibrate(diagnose(self.evidence, self.growth), self.growth)
         except Exception as err:  # noqa: BLE001
             self._record_error("diagnosis", 0, err)
             self.findings = []
