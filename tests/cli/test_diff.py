@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -96,6 +97,46 @@ def test_a_leak_names_the_new_holder_and_fails_the_growth_limit(runs):
                     "--fail-over", "0%", cwd=runs)
     assert back.returncode == 0, back.stderr
     assert "`history`" in back.stdout and "no longer keeps a retained autograd graph" in back.stdout
+
+
+@pytest.mark.slow
+def test_the_html_page_has_every_figure_of_the_terminal_report_and_both_runs(runs):
+    proc = torchmem("diff", "b32.json", "leak.json", "--html", "d.html", "--json", "d.json",
+                    "--fail-over", "growth=64KiB", cwd=runs)
+    assert proc.returncode == 1, proc.stderr
+    page = (runs / "d.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    data = json.loads((runs / "d.json").read_text())["diff"]
+    # the same numbers as the terminal report and the JSON
+    for row in data["peak"]:
+        assert f"peak {row['key']}" in page
+    explanation = data["explanations"][0]["text"].replace("`", "")
+    assert explanation.split(":")[0].replace("`", "") in page.replace("`", "")
+    assert f"train.py:{LEAK_LINE}" in page and "history" in page and ">new<" in page
+    assert "growth on cpu rose from" in page  # the --fail-over line
+    # one chart with a dashed line for a and a solid one for b
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    lines = re.findall(r"<polyline[^>]*>", svg)
+    assert len(lines) == 2 and sum("stroke-dasharray" in line for line in lines) == 1
+    assert "diff written to d.html" in proc.stderr
+
+
+def test_the_html_page_escapes_what_the_captures_say(tmp_path):
+    capture(name="x").save(tmp_path / "a.json")
+    capture(name="<img src=x onerror=alert(1)>\x1b[2J").save(tmp_path / "b.json")
+    assert main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--quiet",
+                 "--html", str(tmp_path / "d.html")]) == 0
+    page = (tmp_path / "d.html").read_text(encoding="utf-8")
+    assert "<img" not in page and "&lt;img src=x" in page and "\x1b" not in page
+
+
+def test_the_html_output_may_not_overwrite_an_input_or_the_json(tmp_path, capsys):
+    capture().save(tmp_path / "a.json")
+    a, out = str(tmp_path / "a.json"), str(tmp_path / "o")
+    assert main(["diff", a, a, "--html", a]) == 2
+    assert "would overwrite the capture" in capsys.readouterr().err
+    assert main(["diff", a, a, "--html", out, "--json", out]) == 2
+    assert "--html" in capsys.readouterr().err
 
 
 @pytest.mark.slow

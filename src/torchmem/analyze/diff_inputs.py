@@ -47,6 +47,8 @@ class Side(Record):
         findings: the input's findings (records as in the capture).
         storages: the listed storages (``StorageSummary`` records).
         environment: versions and device names.
+        series: device -> ``(step, bytes in use)`` at each step boundary the capture kept
+            (empty for snapshots).
     """
 
     label: str
@@ -73,6 +75,7 @@ class Side(Record):
     findings: tuple[Any, ...] = ()
     storages: tuple[Any, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
+    series: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
 
 # -- reading one input ------------------------------------------------------------------
@@ -210,7 +213,18 @@ def side_of(capture: Any, label: str, kind: str = "capture") -> Side:
         findings=tuple(field_value(capture, "findings", ()) or ()),
         storages=tuple(field_value(capture, "top_storages", ()) or ()),
         environment=dict(field_value(capture, "environment", {}) or {}),
+        series=_series(steps),
     )
+
+
+def _series(steps: Sequence[Any]) -> dict[str, tuple[tuple[int, int], ...]]:
+    """device -> (step, bytes in use) at each recorded step boundary."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for record in steps:
+        number = int(field_value(record, "step", 0) or 0)
+        for device, used in (field_value(record, "used", {}) or {}).items():
+            out.setdefault(str(device), []).append((number, int(used)))
+    return {device: tuple(points) for device, points in out.items()}
 
 
 def side_of_snapshot(report: Any, label: str) -> Side:

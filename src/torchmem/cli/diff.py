@@ -22,7 +22,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Sequence
 
-from torchmem.cli._output import check_outputs, output, write_text
+from torchmem.cli._output import Output, check_outputs, output, write_text
 from torchmem.errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="compare only this device (repeatable; default: every device, "
                              "which both inputs must have measured)")
     parser.add_argument("--json", metavar="OUT", help="write the diff as JSON")
+    parser.add_argument("--html", metavar="OUT", help="write the diff as a self-contained "
+                        "HTML page (every row, and both runs' memory per step on one chart)")
     parser.add_argument("--quiet", action="store_true", help="print no report (the exit code "
                         "and the --fail-over lines only)")
     parser.add_argument("--width", type=int, metavar="COLUMNS",
@@ -121,6 +123,15 @@ def _check_alike(a: "Side", b: "Side", devices: list[str]) -> None:
                          if da & db else None)
 
 
+def _write(out: Output, text: str, flag: str) -> None:
+    try:
+        write_text(out.path, text)
+    except OSError as err:
+        raise InputError(f"cannot write {out.shown}: {err.strerror or err}",
+                         tip=f"choose a writable path for {flag}") from None
+    print(f"diff written to {out.shown}", file=sys.stderr)
+
+
 def main(argv: Sequence[str], prog: str = "torchmem diff") -> int:
     """Compare the two inputs named in ``argv``; return the exit code (0, 1 past a limit)."""
     args = build_parser(prog).parse_args(list(argv))
@@ -135,7 +146,8 @@ def main(argv: Sequence[str], prog: str = "torchmem diff") -> int:
         except ValueError as err:
             raise UsageError(f"--fail-over: {err}") from None
     json_out = output("--json", args.json)
-    check_outputs([json_out], [(f"the capture {args.base}", args.base),
+    html_out = output("--html", args.html)
+    check_outputs([json_out, html_out], [(f"the capture {args.base}", args.base),
                                (f"the capture {args.new}", args.new)])
     a, b = load_side(args.base), load_side(args.new)
     _check_alike(a, b, args.device)
@@ -149,12 +161,14 @@ def main(argv: Sequence[str], prog: str = "torchmem diff") -> int:
         data = {"diff": diff.to_dict(), "limits": [lim.text for lim in limits],
                 "exceeded": exceeded}
         try:
-            write_text(json_out.path, json.dumps(data, indent=1, allow_nan=False) + "\n")
-        except (OSError, ValueError) as err:
-            raise InputError(f"cannot write {json_out.shown}: "
-                             f"{getattr(err, 'strerror', None) or err}",
-                             tip="choose a writable path for --json") from None
-        print(f"diff written to {json_out.shown}", file=sys.stderr)
+            text = json.dumps(data, indent=1, allow_nan=False) + "\n"
+        except ValueError as err:
+            raise InputError(f"cannot write {json_out.shown}: {err}") from None
+        _write(json_out, text, "--json")
+    if html_out is not None:
+        from torchmem.report.diff_html import render_diff_html
+
+        _write(html_out, render_diff_html(diff, exceeded), "--html")
     for line in exceeded:
         print(line, file=sys.stderr)
     return 1 if exceeded else 0

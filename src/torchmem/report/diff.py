@@ -21,25 +21,36 @@ from torchmem.analyze.diff import CaptureDiff, LineRow, Row
 from torchmem.report.sanitize import printable
 from torchmem.units import format_bytes, format_delta
 
-__all__ = ["render_diff", "MAX_TABLE_ROWS"]
+__all__ = ["render_diff", "MAX_TABLE_ROWS", "change_text", "figure_text", "line_cell_text", "headline_rows"]
 
 #: rows shown in the module and line tables
 MAX_TABLE_ROWS = 10
 
 
-def _bytes(value: float | None, unit: str = "") -> str:
+def figure_text(value: float | None, unit: str = "") -> str:
+    """A figure of one side: bytes, or a signed change per ``unit`` (``n/a`` when absent)."""
     if value is None:
         return "n/a"
     return (format_delta(value) + f"/{unit}") if unit else format_bytes(value)
 
 
-def _change(row: Row, unit: str = "") -> str:
+def change_text(row: Row, unit: str = "") -> str:
+    """The change of a row: signed bytes (per ``unit``), with the relative change of a size."""
     if row.a is None or row.b is None:
         return "only in " + ("b" if row.a is None else "a")
     text = format_delta(row.change) + (f"/{unit}" if unit else "")
     if row.a and row.a > 0 and not unit:
         text += f" ({row.change / row.a:+.1%})"
     return text
+
+
+def line_cell_text(made: int | None, alive: int | None, peak: bool) -> str:
+    """A line's figure of one side: alive at the peak, or allocated / alive at step end."""
+    if made is None and alive is None:
+        return "—"
+    if peak:
+        return format_bytes(alive or 0)
+    return f"{format_bytes(made or 0)} / {format_bytes(alive or 0)}"
 
 
 def _head(label: str, most: int = 24) -> str:
@@ -58,54 +69,55 @@ def _table(diff: CaptureDiff, first: str) -> Table:
     return table
 
 
-def _headline_table(diff: CaptureDiff) -> Table:
-    table = _table(diff, "")
-    for row in diff.peak:
-        table.add_row(Text(f"peak {printable(row.key, 40)}"), _bytes(row.a), _bytes(row.b),
-                      _change(row))
-    for row in diff.reserved:
-        table.add_row(Text(f"peak reserved {printable(row.key, 40)}"), _bytes(row.a),
-                      _bytes(row.b), _change(row))
+def headline_rows(diff: CaptureDiff) -> list[tuple[str, str, str, str, bool]]:
+    """The first table's rows: ``(what, a, b, change, secondary)`` for the peak, reserved
+    peak and growth of each device, the steps and the time per step (``secondary``: a
+    detail row, such as the fitted slope under a growth verdict)."""
+    rows = [(f"peak {r.key}", figure_text(r.a), figure_text(r.b), change_text(r), False)
+            for r in diff.peak]
+    rows += [(f"peak reserved {r.key}", figure_text(r.a), figure_text(r.b), change_text(r),
+              False) for r in diff.reserved]
     unit = diff.a.growth_unit
     for row in diff.growth:
-        verdicts = (f"{diff.a.verdict.get(row.key, '?')} -> {diff.b.verdict.get(row.key, '?')}")
+        verdicts = f"{diff.a.verdict.get(row.key, '?')} -> {diff.b.verdict.get(row.key, '?')}"
         sa, sb = diff.a.slope.get(row.key), diff.b.slope.get(row.key)
-        table.add_row(Text(f"growth/{unit} {printable(row.key, 40)}"),
-                      _bytes(row.a, unit), _bytes(row.b, unit),
-                      Text(f"{_change(row, unit)}  ({verdicts})"))
+        rows.append((f"growth/{unit} {row.key}", figure_text(row.a, unit),
+                     figure_text(row.b, unit), f"{change_text(row, unit)}  ({verdicts})", False))
         if (sa or sb) and (sa != row.a or sb != row.b):
-            table.add_row(Text("  fitted slope", style="dim"),
-                          Text(_bytes(sa, unit), style="dim"),
-                          Text(_bytes(sb, unit), style="dim"), "")
+            rows.append(("  fitted slope", figure_text(sa, unit), figure_text(sb, unit), "", True))
     if diff.steps is not None and (diff.steps.a or diff.steps.b):
-        table.add_row("steps", str(int(diff.steps.a or 0)), str(int(diff.steps.b or 0)), "")
+        rows.append(("steps", str(int(diff.steps.a or 0)), str(int(diff.steps.b or 0)), "",
+                     False))
     st = diff.step_time
     if st is not None and (st.a is not None or st.b is not None):
-        ratio = f"×{st.b / st.a:.2f}" if st.a and st.b else ""
-        table.add_row("time/step", f"{st.a * 1e3:.1f} ms" if st.a is not None else "n/a",
-                      f"{st.b * 1e3:.1f} ms" if st.b is not None else "n/a", ratio)
+        rows.append(("time/step", f"{st.a * 1e3:.1f} ms" if st.a is not None else "n/a",
+                     f"{st.b * 1e3:.1f} ms" if st.b is not None else "n/a",
+                     f"×{st.b / st.a:.2f}" if st.a and st.b else "", False))
+    return rows
+
+
+def _headline_table(diff: CaptureDiff) -> Table:
+    table = _table(diff, "")
+    for what, a, b, change, secondary in headline_rows(diff):
+        style = "dim" if secondary else ""
+        table.add_row(Text(printable(what, 60), style=style), Text(a, style=style),
+                      Text(b, style=style), Text(change))
     return table
 
 
 def _rows_table(diff: CaptureDiff, title: str, rows: Sequence[Row]) -> Table:
     table = _table(diff, title)
     for row in rows:
-        table.add_row(Text("  " + printable(row.key, 60)), _bytes(row.a), _bytes(row.b),
-                      _change(row))
+        table.add_row(Text("  " + printable(row.key, 60)), figure_text(row.a), figure_text(row.b),
+                      change_text(row))
     return table
 
 
 def _lines_table(diff: CaptureDiff, rows: Sequence[LineRow], width: int) -> Table:
     peak = diff.a.line_measure == "peak"
-
-    def both(made: int | None, alive: int | None) -> str:
-        if made is None and alive is None:
-            return "—"
-        if peak:
-            return format_bytes(alive or 0)
-        return f"{format_bytes(made or 0)} / {format_bytes(alive or 0)}"
     cells = [("  " + printable(row.where, 60), printable(row.code.strip(), 80),
-              both(row.allocated_a, row.alive_a), both(row.allocated_b, row.alive_b),
+              line_cell_text(row.allocated_a, row.alive_a, peak),
+              line_cell_text(row.allocated_b, row.alive_b, peak),
               format_delta(row.change)) for row in rows]
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     heads = ["by line", "alive at the peak" if peak else "allocated / alive at step end",
