@@ -140,6 +140,23 @@ def test_the_html_output_may_not_overwrite_an_input_or_the_json(tmp_path, capsys
 
 
 @pytest.mark.slow
+def test_captures_carry_every_modules_bytes_and_the_diff_uses_them(runs):
+    a = Capture.load(runs / "b32.json")
+    # parameters, gradients and Adam's two moments of each Linear (4 x its parameter bytes),
+    # plus Adam's 0-dim float32 `step` of the weight and of the bias
+    assert a.bytes_by_module == {"0": 4 * 4 * (128 * 512 + 512) + 2 * 4,
+                                 "2": 4 * 4 * (512 * 10 + 10) + 2 * 4}
+    owned = sum(a.bytes_by_role[r] for r in ("parameter", "buffer", "gradient",
+                                             "optimizer_state"))
+    assert sum(a.bytes_by_module.values()) == owned
+    proc = torchmem("diff", "b32.json", "b64.json", "--json", "m.json", "--quiet", cwd=runs)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((runs / "m.json").read_text())["diff"]
+    assert data["a"]["module_source"] == "capture"
+    assert {r["key"]: r["a"] for r in data["modules"]} == a.bytes_by_module
+
+
+@pytest.mark.slow
 def test_the_peak_limit_in_bytes_and_percent(runs):
     a, b = Capture.load(runs / "b32.json"), Capture.load(runs / "leak.json")
     rise = b.peak["cpu"] - a.peak["cpu"]

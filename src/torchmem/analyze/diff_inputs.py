@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from torchmem.model._serde import Record
+from torchmem.model.census import module_of
 
 __all__ = ["Side", "side_of", "side_of_snapshot", "module_of", "listed_elsewhere",
            "modules_from_storages", "field_value"]
@@ -84,26 +84,6 @@ def field_value(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name, default)
     return getattr(obj, name, default)
-
-
-_OWNER = re.compile(r"^(?:grad|[A-Za-z_][A-Za-z0-9_]*) of (.+)$")
-
-
-def module_of(name: str | None, role: str) -> str | None:
-    """The module that owns a listed storage, from its census name; None if not a module's.
-
-    ``blocks.0.fc1.weight`` -> ``blocks.0.fc1``; ``grad of head.bias`` and ``exp_avg of
-    head.bias`` -> ``head``; a parameter of the model itself (``weight``) -> ``(model)``.
-    Activations (``saved by ...``) and other tensors belong to no module.
-    """
-    if not name or role not in ("parameter", "buffer", "gradient", "optimizer_state"):
-        return None
-    match = _OWNER.match(name)
-    path = match.group(1) if match else name
-    if " " in path:
-        return None
-    module, _, _ = path.rpartition(".")
-    return module or "(model)"
 
 
 def _modules(capture: Any) -> tuple[dict[str, int], str]:

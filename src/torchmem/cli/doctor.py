@@ -63,19 +63,6 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _census_summary(census: Any) -> tuple[tuple[Any, ...], dict[str, int]]:
-    from torchmem.model.capture import StorageSummary
-
-    if census is None:
-        return (), {}
-    rows = []
-    for entry in census.top(10):
-        rows.append(StorageSummary(nbytes=entry.nbytes, device=entry.device, dtype=entry.dtype,
-                                   shape=tuple(entry.shapes[0]) if entry.shapes else (),
-                                   role=entry.role, name=entry.name))
-    return tuple(rows), dict(census.bytes_by_role())
-
-
 def _live_holders(probe: Any) -> tuple[int, list[tuple[str, str, int]]] | None:
     """The live panel's top holders: the doctor's most recent census (never a new one)."""
     census, step = probe.census, probe.census_step
@@ -140,10 +127,13 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
     finally:
         for view in live:
             view.close()
-    top, roles = _census_summary(probe.census)
+    from torchmem.doctor._summary import census_summary
+
+    top, roles, modules = census_summary(probe.census)
     notes = list(probe.notes) + [g.reason for g in probe.growth if g.verdict == "undecided"]
     capture = result.to_capture("torchmem doctor", findings=probe.findings, growth=probe.growth,
-                                top_storages=top, bytes_by_role=roles, notes=notes)
+                                top_storages=top, bytes_by_role=roles,
+                                bytes_by_module=modules, notes=notes)
     if not args.quiet:
         render_report(capture, stream)
     code = save_capture(capture, json_out, result.exit_code, prog, stream)

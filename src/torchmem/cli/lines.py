@@ -92,8 +92,8 @@ def main(argv: Sequence[str], prog: str = "torchmem lines") -> int:
     check_outputs([json_out, html_out], script_inputs(target.path, target.args))
     stream = ReportStream()
 
-    from torchmem.cli.doctor import _census_summary
     from torchmem.cli.run import save_capture
+    from torchmem.doctor._summary import census_summary
     from torchmem.doctor.line_probe import LinesProbe
     from torchmem.doctor.probe import DoctorProbe
     from torchmem.doctor.runner import run_script
@@ -104,11 +104,11 @@ def main(argv: Sequence[str], prog: str = "torchmem lines") -> int:
     result = run_script(target, [probe], max_steps=args.steps,
                         monitor_interval=args.interval or None, keep_namespace=True,
                         handle_sigterm=True)
-    top, roles = _census_summary(doctor.census)
+    top, roles, modules = census_summary(doctor.census)
     notes = list(doctor.notes) + [g.reason for g in doctor.growth if g.verdict == "undecided"]
     capture = result.to_capture("torchmem lines", findings=doctor.findings,
                                 growth=doctor.growth, top_storages=top, bytes_by_role=roles,
-                                notes=notes)
+                                bytes_by_module=modules, notes=notes)
     capture = dataclasses.replace(capture, lines=tuple(probe.rows(doctor.findings)),
                                   line_profile=probe.profile(len(result.steps)))
     if not args.quiet:

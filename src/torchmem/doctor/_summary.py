@@ -62,15 +62,17 @@ def timeline_series(timelines: Sequence[Any]) -> dict[str, list[float]]:
     return series
 
 
-def census_summary(census: Any, top: int = 10) -> tuple[tuple[Any, ...], dict[str, int]]:
-    """The capture's ``top_storages`` and ``bytes_by_role`` from a census (or nothing)."""
+def census_summary(census: Any, top: int = 10) -> tuple[tuple[Any, ...], dict[str, int],
+                                                       dict[str, int]]:
+    """The capture's ``top_storages``, ``bytes_by_role`` and ``bytes_by_module`` from a
+    census (or nothing)."""
     from torchmem.model.capture import StorageSummary
 
     if census is None:
-        return (), {}
+        return (), {}, {}
     rows = []
     for entry in census.top(top):
         rows.append(StorageSummary(nbytes=entry.nbytes, device=entry.device, dtype=entry.dtype,
                                    shape=tuple(entry.shapes[0]) if entry.shapes else (),
                                    role=entry.role, name=entry.name))
-    return tuple(rows), dict(census.bytes_by_role())
+    return tuple(rows), dict(census.bytes_by_role()), census.bytes_by_module()

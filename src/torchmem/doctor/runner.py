@@ -219,6 +219,7 @@ class RunResult:
     def to_capture(self, tool: str, *, findings: Sequence[Finding] = (),
                    growth: Sequence[Growth] = (), top_storages: Sequence[StorageSummary] = (),
                    bytes_by_role: dict[str, int] | None = None,
+                   bytes_by_module: dict[str, int] | None = None,
                    notes: Sequence[str] = ()) -> Capture:
         """Build the versioned :class:`Capture` of this run."""
         return Capture(
@@ -227,7 +228,8 @@ class RunResult:
             error=self.error, step_source=self.step_source, devices=tuple(self.devices),
             steps=tuple(self.steps), peak=dict(self.peak), timeline=dict(self.timeline),
             growth=tuple(growth), findings=tuple(findings), top_storages=tuple(top_storages),
-            bytes_by_role=dict(bytes_by_role or {}), notes=tuple(self.notes) + tuple(notes),
+            bytes_by_role=dict(bytes_by_role or {}), bytes_by_module=dict(bytes_by_module or {}),
+            notes=tuple(self.notes) + tuple(notes),
             environment=dict(self.environment),
         )
 

@@ -252,13 +252,14 @@ class DoctorSession:
                 outcome.frame = innermost_user_frame(exc.__traceback__, run.frames)
             run._dispatch("on_finish", outcome)
             result = build_result(run, outcome, self._started_at)
-            top, roles = census_summary(probe.census)
+            top, roles, modules = census_summary(probe.census)
             notes = list(probe.notes) + [g.reason for g in probe.growth
                                          if g.verdict == "undecided"]
             notes += [f"{ANALYSIS_FAILED} {line}" for line in self._errors]
             self.capture = result.to_capture("torchmem doctor", findings=probe.findings,
                                              growth=probe.growth, top_storages=top,
-                                             bytes_by_role=roles, notes=notes)
+                                             bytes_by_role=roles, bytes_by_module=modules,
+                                             notes=notes)
         except Exception as err:  # noqa: BLE001 - diagnose what can be, never raise
             self._note_error("diagnosis", err)
             self.capture = Capture(tool="torchmem doctor", version=_version(),

@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from torchmem import __version__
-from torchmem.model.capture import Capture, Finding, Growth, StepRecord, StorageSummary
+from torchmem.model.capture import Capture, Finding, Growth, StepRecord
 
-__all__ = ["census_summary", "make_capture", "findings_lines", "html_frame", "now_iso",
+__all__ = ["make_capture", "findings_lines", "html_frame", "now_iso",
            "tracked_bytes"]
 
 
@@ -36,16 +36,6 @@ def tracked_bytes(tracker: Any) -> tuple[int, int, int]:
     return int(start), int(start + tracker.delta), int(start + tracker.peak_delta)
 
 
-def census_summary(census: Any, n: int = 10) -> tuple[tuple[StorageSummary, ...], dict[str, int]]:
-    """The ``n`` largest storages and the bytes by role of a census (empty for None)."""
-    if census is None:
-        return (), {}
-    rows = tuple(StorageSummary(nbytes=e.nbytes, device=e.device, dtype=e.dtype,
-                                shape=tuple(e.shapes[0]) if e.shapes else (), role=e.role,
-                                name=e.name) for e in census.top(n))
-    return rows, dict(census.bytes_by_role())
-
-
 def _environment() -> dict[str, str]:
     try:
         from torchmem.doctor._summary import environment
@@ -62,13 +52,16 @@ def make_capture(tool: str, argv: Sequence[str], *, started: float, started_at: 
                  findings: Sequence[Finding] = (), census: Any = None,
                  notes: Sequence[str] = ()) -> Capture:
     """A :class:`Capture` of an integration's measurement (``tool`` names the integration)."""
-    top, roles = census_summary(census)
+    from torchmem.doctor._summary import census_summary
+
+    top, roles, modules = census_summary(census)
     return Capture(tool=tool, version=__version__, argv=tuple(str(a) for a in argv),
                    started_at=started_at, duration_s=max(time.perf_counter() - started, 0.0),
                    exit_code=0 if outcome == "ok" else 1, outcome=outcome, error=error,
                    step_source=step_source, devices=tuple(devices), steps=tuple(steps),
                    peak=dict(peak or {}), growth=tuple(growth), findings=tuple(findings),
-                   top_storages=top, bytes_by_role=roles, notes=tuple(notes),
+                   top_storages=top, bytes_by_role=roles, bytes_by_module=modules,
+                   notes=tuple(notes),
                    environment=_environment())
 
 

@@ -193,6 +193,8 @@ class Capture(Record):
         findings: diagnosed causes, largest first.
         top_storages: largest live storages at the end of the run (or at the failure).
         bytes_by_role: role -> bytes at the end of the run (or at the failure).
+        bytes_by_module: module path -> bytes of the parameters, buffers, gradients and
+            optimizer state it owns, from the same census (``(model)``: the model's own).
         notes: extra sentences for the report (e.g. why a verdict is undecided).
         environment: python/torch versions, platform, device names.
         lines: memory per source line (``torchmem lines``), ranked: the line that keeps
@@ -221,6 +223,8 @@ class Capture(Record):
     top_storages: tuple[StorageSummary, ...] = field(default=(), metadata=_MANY)
     bytes_by_role: dict[str, int] = field(default_factory=dict,
                                           metadata=bounds(min=0, max_items=100_000))
+    bytes_by_module: dict[str, int] = field(default_factory=dict,
+                                            metadata=bounds(min=0, max_items=100_000))
     notes: tuple[str, ...] = field(default=(), metadata=_MANY)
     environment: dict[str, str] = field(default_factory=dict, metadata=_MANY)
     lines: tuple[LineRecord, ...] = field(default=(), metadata=_MANY)

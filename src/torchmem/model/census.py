@@ -21,7 +21,9 @@ This module never imports torch: a census read back from JSON renders anywhere.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
 from torchmem.model._serde import Record
 from torchmem.units import format_bytes
 
@@ -29,6 +31,8 @@ __all__ = [
     "ROLES",
     "CENSUS_SCHEMA_VERSION",
     "StorageEntry",
+    "module_of",
+    "MODULE_ROLES",
     "StorageGroup",
     "PinningView",
     "StorageInfo",
@@ -147,6 +151,30 @@ class StorageInfo(Record):
         return max(self.storage_bytes - self.used_bytes, 0)
 
 
+#: ``grad of X``, ``exp_avg of X``: the storage belongs to the parameter ``X``
+_OWNER = re.compile(r"^(?:grad|[A-Za-z_][A-Za-z0-9_]*) of (.+)$")
+
+#: roles whose storages belong to a module
+MODULE_ROLES = ("parameter", "buffer", "gradient", "optimizer_state")
+
+
+def module_of(name: str | None, role: str) -> str | None:
+    """The module that owns a listed storage, from its census name; None if not a module's.
+
+    ``blocks.0.fc1.weight`` -> ``blocks.0.fc1``; ``grad of head.bias`` and ``exp_avg of
+    head.bias`` -> ``head``; a parameter of the model itself (``weight``) -> ``(model)``.
+    Activations (``saved by ...``) and other tensors belong to no module.
+    """
+    if not name or role not in MODULE_ROLES:
+        return None
+    match = _OWNER.match(name)
+    path = match.group(1) if match else name
+    if " " in path:
+        return None
+    module, _, _ = path.rpartition(".")
+    return module or "(model)"
+
+
 @dataclass(frozen=True)
 class Census(Record):
     """Live tensor storages at one moment.
@@ -188,6 +216,17 @@ class Census(Record):
         for role, _, nbytes in self._rows():
             out[role] = out.get(role, 0) + nbytes
         return out
+
+    def bytes_by_module(self) -> dict[str, int]:
+        """``{module path: bytes}`` of the parameters, buffers, gradients and optimizer
+        state each module owns (complete: every storage of those roles is listed), largest
+        first; storages of the model itself count under ``(model)``."""
+        out: dict[str, int] = {}
+        for e in self.storages:
+            module = module_of(e.name, e.role)
+            if module is not None:
+                out[module] = out.get(module, 0) + e.nbytes
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def bytes_by_device(self) -> dict[str, int]:
         """``{device: bytes}`` for every device with live storages."""
