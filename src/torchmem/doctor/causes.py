@@ -36,7 +36,7 @@ from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
 from torchmem.units import KiB, format_bytes
 
 __all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "path_findings",
-           "MIN_BYTES_PER_STEP"]
+           "path_signal", "significant_growth", "MIN_BYTES_PER_STEP"]
 
 #: retained bytes per step below which a path's growth is ignored
 MIN_BYTES_PER_STEP = 2 * KiB
@@ -114,6 +114,12 @@ def _significant(sig: dict[str, float]) -> bool:
     return (sig["bytes"] >= MIN_BYTES_PER_STEP or sig["grad_tensors"] >= MIN_GRAPHS_PER_STEP
             or sig["hooks"] >= MIN_GRAPHS_PER_STEP
             or (sig["nodes"] >= MIN_COUNT_PER_STEP and sig["bytes"] >= 0))
+
+
+#: the growth of one path between two snapshots, per step (bytes, tensors, graph nodes...)
+path_signal = _signals
+#: whether such a growth clears the thresholds above
+significant_growth = _significant
 
 
 def _score(sig: dict[str, float]) -> float:

@@ -69,9 +69,16 @@ def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
     if isinstance(end, (int, float)) and not isinstance(end, bool) and 0 < end < 2**63:
         steps = int(end)
     size = []
-    if f.bytes_per_step:
+    unit = f.data.get("step_unit") if isinstance(f.data, dict) else None
+    if isinstance(unit, str) and unit:  # measured within evaluation passes, not per step
+        if f.bytes_per_step:
+            size.append(f"{format_bytes(f.bytes_per_step)} per {unit}")
+        if f.bytes:
+            size.append(f"{format_bytes(f.bytes)} held at the end of an evaluation pass")
+        steps = 0
+    if f.bytes_per_step and not size:
         size.append(f"{format_bytes(f.bytes_per_step)}/step")
-    if f.bytes:
+    if f.bytes and not unit:
         size.append(f"{format_bytes(f.bytes)} held" + (f" at step {steps}" if steps else ""))
     head = f"[{index}] {f.title}" + (f"  ({', '.join(size)})" if size else "")
     lines = [(head, "bold red" if f.bytes_per_step else "bold yellow")]
