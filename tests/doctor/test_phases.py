@@ -176,3 +176,26 @@ def test_reinforce_episode_loop_stays_quiet(tmp_path: Path):
     data, done = _doctor(tmp_path, REINFORCE)
     assert data["findings"] == [], done.stderr
     assert data["step_source"] == "optimizer"
+
+
+LOOP_IN_FUNCTION = """
+import torch
+
+def collect(n):
+    acc = []
+    total = 0
+    for i in range(n):
+        acc.append(torch.ones(1000) * i)
+        total += i
+    return total, len(acc)
+
+print(collect(20))
+"""
+
+
+def test_loop_steps_inside_a_function_keep_its_variables(tmp_path: Path):
+    # the analysis at a loop step reads the frame's locals from inside a trace function;
+    # on Python < 3.13 CPython writes that frame's f_locals back afterwards
+    data, done = _doctor(tmp_path, LOOP_IN_FUNCTION)
+    assert done.stdout == "(190, 20)\n"
+    assert data["step_source"] == "loop"

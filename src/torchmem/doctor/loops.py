@@ -232,7 +232,7 @@ class LoopTracer:
         loop.run = loop.run + 1 if worked else 0
         if self._unit is loop:
             self._reset_totals()
-            self._on_iteration(frame, False)
+            self._report(frame, False)
             return
         if worked:
             loop.total += 1
@@ -240,7 +240,18 @@ class LoopTracer:
                 self._unit is not None and loop.total >= _REPLACE):
             self._unit = loop
             self._reset_totals()
-            self._on_iteration(frame, True)
+            self._report(frame, True)
+
+    def _report(self, frame: FrameType, changed: bool) -> None:
+        try:
+            self._on_iteration(frame, changed)
+        finally:
+            # On Python < 3.13, after a trace function returns (or raises) CPython writes
+            # the frame's f_locals dict back into its variables, deleting those missing
+            # from it; the analysis empties that dict when it reads the locals
+            # (culprit.read_locals), so it is filled again from the variables here.
+            if sys.version_info < (3, 13):
+                frame.f_locals  # noqa: B018 - the read refreshes the dict
 
     def _reset_totals(self) -> None:
         for other in self._loops.values():
