@@ -79,17 +79,16 @@ class PassEvidence:
             grew = []
             for snaps in self.passes.values():
                 present = [s.paths[path] for s in snaps if path in s.paths]
+                at = [s.step for s in snaps if path in s.paths]
                 if len(present) < 3:
                     continue  # one graph replaced by the next is no accumulation
                 judged[path] = judged.get(path, 0) + 1
-                sig = path_signal(present[0], present[-1],
-                                  [s.step for s in snaps if path in s.paths][-1]
-                                  - [s.step for s in snaps if path in s.paths][0])
+                sig = path_signal(present[0], present[-1], at[-1] - at[0])
                 graphs = sig["grad_tensors"] > 0 or sig["nodes"] > 0
                 steady = all(b.graph_nodes >= a.graph_nodes and b.grad_tensors >= a.grad_tensors
                              for a, b in zip(present, present[1:]))
                 if significant_growth(sig) and graphs and steady:
-                    grew.append((sig, present[-1], [s.step for s in snaps if path in s.paths]))
+                    grew.append((sig, present[-1], at))
             if len(grew) >= 2 or (len(grew) == 1 and judged.get(path) == 1 and len(grew[0][2]) >= 4):
                 sig, last_stats, at = grew[-1]
                 growing[path] = dict(sig, resets=float(len(grew)))

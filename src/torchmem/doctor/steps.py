@@ -207,7 +207,7 @@ class StepHooks:
 
         train.__wrapped__ = original  # type: ignore[attr-defined]
         train.__doc__ = original.__doc__
-        torch.nn.Module.train = train  # type: ignore[method-assign]
+        torch.nn.Module.train = train  # type: ignore[method-assign, assignment]
         self._undo.append(lambda: setattr(torch.nn.Module, "train", original))
 
     def watch_forwards(self, on: bool) -> None:
