@@ -143,7 +143,8 @@ def test_validation_summing_losses_without_no_grad_is_an_eval_graph(tmp_path: Pa
     kinds = {p["kind"]: p for p in data["phases"]}
     assert kinds["train"]["steps"] == 18 and kinds["train"]["passes"] == 4
     assert kinds["eval-grad"]["passes"] == 3 and kinds["eval-grad"]["steps"] == 24
-    assert "per evaluation forward" in done.stderr
+    assert "per top-level module call in evaluation" in done.stderr
+    assert "evaluation passes (grad enabled): 3 passes" in done.stderr
 
 
 def test_healthy_evaluation_stays_quiet(tmp_path: Path):

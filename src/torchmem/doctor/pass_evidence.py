@@ -111,6 +111,7 @@ class PassEvidence:
                             "to its end) and is let go afterwards; the peak grows with the "
                             "number of evaluation batches")
             data = {k: v for k, v in finding.data.items() if k != "end_step"}
-            data.update(snapshot_steps=at, phase="eval-grad", step_unit="evaluation forward")
+            data.update(snapshot_steps=at, phase="eval-grad",
+                        step_unit="top-level module call in evaluation")
             out.append(replace(finding, evidence=tuple(evidence), data=data))
         return out
