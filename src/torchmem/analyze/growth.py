@@ -34,7 +34,7 @@ from torchmem.model.capture import Growth, StepRecord
 from torchmem.units import format_bytes, format_delta
 
 __all__ = ["Fit", "theil_sen", "fit_line", "warmup_steps", "detect_growth", "growth_by_device",
-           "step_rate", "bytes_per_step"]
+           "step_rate", "bytes_per_step", "detect_pass_growth"]
 
 #: at most this many points enter the O(n^2) Theil-Sen fit (evenly subsampled)
 _MAX_FIT_POINTS = 160
@@ -206,3 +206,58 @@ def growth_by_device(steps: Sequence[StepRecord], **kwargs: object) -> list[Grow
         points = [(r.step, float(r.used[device])) for r in steps if device in r.used]
         out.append(detect_growth(points, device, **kwargs))  # type: ignore[arg-type]
     return out
+
+
+def detect_pass_growth(passes: Sequence[Sequence[tuple[int, float]]], device: str = "cpu", *,
+                       min_points: int = 3, min_slope: float = 1024.0) -> Growth:
+    """Verdict on a phase that runs in separate passes (evaluation passes, epochs).
+
+    Memory that rises within every pass and falls back when the pass ends (a sawtooth:
+    an accumulator emptied at each pass) never makes a steady line over the whole run,
+    yet it is growth: of that phase, and its peak grows with the pass length. Each pass
+    with at least ``min_points`` readings gets its own Theil-Sen slope; the phase is
+    ``growing`` when at least two passes were judged and every judged pass rises by at
+    least ``min_slope`` bytes per step and by more than its own residual noise.
+
+    Args:
+        passes: per pass, ``(step, bytes)`` readings in order.
+        device: copied into the verdict.
+
+    Returns:
+        A :class:`Growth` (``bytes_per_step`` is the median slope within passes,
+        ``total_growth`` the median rise of one pass).
+
+    Example:
+        >>> saw = [[(i, 5000.0 * i) for i in range(1, 9)] for _ in range(3)]
+        >>> detect_pass_growth(saw).verdict
+        'growing'
+    """
+    fits = []
+    for readings in passes:
+        if len(readings) >= min_points:
+            xs = [float(s) for s, _ in readings]
+            ys = [float(v) for _, v in readings]
+            fits.append((fit_line(xs, ys), xs[-1] - xs[0], ys))
+    if len(fits) < 2:
+        return Growth(device=device, verdict="undecided",
+                      reason=f"{len(fits)} of {len(passes)} passes had at least {min_points} "
+                             "steps; need two to judge growth within passes")
+    slope = statistics.median(f.slope for f, _, _ in fits)
+    rise = statistics.median(f.slope * span for f, span, _ in fits)
+    r2 = statistics.median(f.r2 for f, _, _ in fits)
+    rising = [f.slope >= min_slope and f.slope * span > 3 * f.noise for f, span, _ in fits]
+    resets = sum(1 for (_, _, a), (_, _, b) in zip(fits, fits[1:]) if b[0] < a[-1] - 0.5 * (a[-1] - a[0]))
+    base = Growth(device=device, verdict="flat", bytes_per_step=round(slope, 1), r2=round(r2, 4),
+                  total_growth=int(round(rise)), reason="")
+    from dataclasses import replace
+
+    if all(rising):
+        how = (f"and falls back after {resets} of them" if resets else "and does not fall back")
+        return replace(base, verdict="growing",
+                       reason=f"rises by {format_delta(slope)} per step within each of "
+                              f"{len(fits)} passes ({format_bytes(rise)} per pass) {how}")
+    if any(rising):
+        return replace(base, verdict="undecided",
+                       reason=f"rises within {sum(rising)} of {len(fits)} passes only")
+    return replace(base, reason=f"no steady rise within {len(fits)} passes "
+                                f"(median {format_delta(slope)} per step)")

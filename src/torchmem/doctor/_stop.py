@@ -90,6 +90,8 @@ class Stopper:
         self._thread = 0
         self._frames: list[FrameType] = []
         self._installed = False
+        #: gives up torchmem's own loop tracing (True if it was installed) so a stop can trace
+        self.release_trace: Callable[[], bool] | None = None
 
     def start(self, root: FrameType) -> None:
         """The script starts now; ``root`` is the runner's frame (tracing stops there)."""
@@ -121,7 +123,8 @@ class Stopper:
         if not self.active or self.kind is None or threading.get_ident() != self._thread:
             return
         current = sys.gettrace()
-        if current is not None and current != self._global:
+        if current is not None and current != self._global and not (
+                self.release_trace is not None and self.release_trace()):
             return  # a debugger or coverage owns tracing: step boundaries only
         frames: list[FrameType] = []
         while frame is not None and frame is not self._root:

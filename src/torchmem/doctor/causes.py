@@ -35,7 +35,8 @@ from torchmem.doctor.source import Statement, best_statement, find_statements
 from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
 from torchmem.units import KiB, format_bytes
 
-__all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "MIN_BYTES_PER_STEP"]
+__all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "path_findings",
+           "path_signal", "significant_growth", "MIN_BYTES_PER_STEP"]
 
 #: retained bytes per step below which a path's growth is ignored
 MIN_BYTES_PER_STEP = 2 * KiB
@@ -115,6 +116,12 @@ def _significant(sig: dict[str, float]) -> bool:
             or (sig["nodes"] >= MIN_COUNT_PER_STEP and sig["bytes"] >= 0))
 
 
+#: the growth of one path between two snapshots, per step (bytes, tensors, graph nodes...)
+path_signal = _signals
+#: whether such a growth clears the thresholds above
+significant_growth = _significant
+
+
 def _score(sig: dict[str, float]) -> float:
     return max(sig["bytes"], 0.0) + 256.0 * max(sig["grad_tensors"] + sig["hooks"] + sig["nodes"], 0.0)
 
@@ -175,11 +182,36 @@ def _children(path: str, candidates: dict[str, dict[str, float]], paths: dict[st
             and p.startswith(path) and p[len(path):len(path) + 1] in (".", "[", ":")]
 
 
+def _parent(path: str, growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> str | None:
+    """The growing path one hop above ``path`` (None: it is where the growth starts)."""
+    depth = paths[path].depth
+    for p in growing:
+        if paths[p].depth == depth - 1 and path.startswith(p) and path[len(p):len(p) + 1] in (".", "[", ":"):
+            return p
+    return None
+
+
+def _roots(growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
+    """Where growth starts: the growing variables, and growing entries or attributes of a
+    variable that does not grow as a whole (the same name bound in two frames, or other
+    entries dropped meanwhile); one per such variable, the fastest growing."""
+    roots = [p for p in growing if paths[p].depth == 0]
+    best: dict[str, str] = {}
+    for path in growing:
+        stats = paths[path]
+        if stats.depth == 0 or _parent(path, growing, paths) is not None:
+            continue
+        if any(path.startswith(r) and path[len(r):len(r) + 1] in (".", "[", ":") for r in roots):
+            continue  # below a growing variable: found by walking down from it
+        key = stats.root
+        if key not in best or _score(growing[path]) > _score(growing[best[key]]):
+            best[key] = path
+    return roots + list(best.values())
+
+
 def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
     chosen = []
-    for path in growing:
-        if paths[path].depth != 0:
-            continue
+    for path in _roots(growing, paths):
         current = path
         while True:
             kids = _children(current, growing, paths)
@@ -270,14 +302,28 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
     snaps = [s for s in ev.snapshots if s.paths]
     if len(snaps) < 2:
         return []
-    growing = _growing_paths(snaps)
-    last = snaps[-1]
+    return path_findings(ev, _growing_paths(snaps), snaps[-1].paths,
+                         [s.step for s in snaps], growth)
+
+
+def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
+                  paths: dict[str, PathStats], snapshot_steps: Sequence[int],
+                  growth: dict[str, Growth], *, eval_pass: bool = False) -> list[Finding]:
+    """Findings for the paths that grow (``growing``: path -> growth signal per step),
+    described by ``paths`` (their stats where they were largest). ``eval_pass``: the
+    growth happened within evaluation passes where no backward ran, so a retained graph
+    there is an evaluation graph."""
     findings = []
-    for path in _culprits(growing, last.paths):
-        stats, sig = last.paths[path], growing[path]
+    first_step, last_step = snapshot_steps[-2], snapshot_steps[-1]
+    for path in _culprits(growing, paths):
+        stats, sig = paths[path], growing[path]
         cause = _classify(stats, sig, ev)
+        if eval_pass and cause == "retained_graph":
+            cause = "eval_graph"
         want = "hook" if cause == "growing_container" and (stats.kind == "hook" or sig["hooks"] > 0) else (
             "chain" if cause == "hidden_state_chain" or (sig["tensors"] <= 0 and sig["nodes"] > 0) else "container")
+        if want == "chain" and cause != "hidden_state_chain" and stats.chain_numel == 1:
+            want = "sum"  # one scalar whose graph grows: the `+=` that accumulates into it
         stmt = _statement(stats, want)
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
@@ -300,22 +346,22 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
                 fix = (f"run `{forward.code}` (line {forward.line}) under `with torch.no_grad():` "
                        f"(or `torch.inference_mode()`), or keep `{stmt.value}.detach()` at "
                        f"line {stmt.line}")
-        end = max(ev.steps, last.step)
-        at_end = int(stats.retained_bytes + rate * (end - last.step))
+        end = max(ev.steps, last_step)
+        at_end = int(stats.retained_bytes + rate * (end - last_step))
         data = {"items": stats.items, "tensors": stats.tensors, "grad_tensors": stats.grad_tensors,
                 "graph_nodes": stats.graph_nodes, "saved_bytes": stats.saved_bytes,
                 "live_nodes": stats.live_nodes, "freed_nodes": stats.freed_nodes,
                 "hooks": stats.hooks, "example": stats.example,
                 "storage_bytes": stats.storage_bytes, "used_bytes": stats.used_bytes,
                 "nodes_per_step": round(sig["nodes"], 2), "items_per_step": round(sig["items"], 2),
-                "tensor_bytes_per_step": round(rate, 1), "snapshot_steps": [s.step for s in snaps],
+                "tensor_bytes_per_step": round(rate, 1), "snapshot_steps": list(snapshot_steps),
                 "bytes_at_snapshot": stats.retained_bytes, "end_step": end,
                 "bytes_measure": "tensor_storage"}
         findings.append(Finding(
             cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
-            evidence=tuple(_evidence_lines(cause, stats, sig, snaps[-2].step, last.step)),
+            evidence=tuple(_evidence_lines(cause, stats, sig, first_step, last_step)),
             data=data, fix=fix, confidence="high" if stmt is not None else "medium"))
     memory = [f for f in findings]
     if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":

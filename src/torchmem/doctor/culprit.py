@@ -353,6 +353,12 @@ class _Walker:
                   file: str | None) -> None:
         if id(obj) in self.seen or isinstance(obj, _ATOMIC):
             return
+        shadowed = self.snap.paths.get(name)
+        if shadowed is not None and shadowed.depth == 0:
+            # the same name bound in an inner frame, walked first: one path for both (a
+            # second PathStats would replace the inner one and hide what it accumulates)
+            self._walk(obj, shadowed, [shadowed], 0, name)
+            return
         stats = self._stats(name, kind, obj, 0, name, function=function, file=file)
         self._walk(obj, stats, [stats], 0, name)
 

@@ -18,7 +18,8 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 * on CUDA, the allocator statistics (fragmentation).
 
 At the end (however the script ended) it turns that evidence into findings
-(:func:`torchmem.doctor.causes.diagnose`). The census of live tensors (largest storages,
+(:func:`torchmem.doctor.causes.diagnose`), plus what grows within evaluation passes
+(:mod:`torchmem.doctor.pass_evidence`). The census of live tensors (largest storages,
 bytes by role) is taken at the power-of-two deep-analysis boundaries where memory
 reached a new high (and at the last step of ``--steps``), while the script's objects
 are alive, and the most recent one is kept. Each costs a gc listing plus a pass over
@@ -47,6 +48,7 @@ from typing import Any
 from torchmem.doctor.causes import Evidence, GradCheck, diagnose
 from torchmem.doctor.confidence import calibrate
 from torchmem.doctor.culprit import frame_chain, read_locals, take_snapshot
+from torchmem.doctor.pass_evidence import PassEvidence
 from torchmem.doctor.runner import Outcome, Probe, Run
 
 __all__ = ["DoctorProbe", "analysis_steps", "ANALYSIS_FAILED"]
@@ -98,6 +100,7 @@ class DoctorProbe(Probe):
         self.deep = deep
         self.census_at_end = census_at_end
         self.evidence = Evidence()
+        self.passes = PassEvidence()
         self.findings: list[Any] = []
         self.growth: list[Any] = []
         self.census: Any = None
@@ -148,6 +151,9 @@ class DoctorProbe(Probe):
             self._empty += 1
             if self.evidence.empty_cache_site is None:
                 self.evidence.empty_cache_site = _site(info.get("frame"))
+        elif name in ("pass_step", "pass_end"):
+            if self.deep:
+                self.passes.on_event(run, name, info, self._guard)
         elif name == "step_source":
             self.evidence = Evidence()
             self._reset_step_counters()
@@ -399,6 +405,12 @@ class DoctorProbe(Probe):
         except Exception as err:  # noqa: BLE001
             self._record_error("diagnosis", 0, err)
             self.findings = []
+        try:
+            named = {f.culprit.name for f in self.findings if f.culprit is not None}
+            self.findings += [f for f in self.passes.findings()
+                              if f.culprit is None or f.culprit.name not in named]
+        except Exception as err:  # noqa: BLE001
+            self._record_error("evaluation-pass diagnosis", 0, err)
         if self.crash is not None:
             self.findings.insert(0, self.crash)
         if self.census is not None and self.census_step:

@@ -18,11 +18,16 @@ A stop (``--steps`` reached, or SIGTERM with ``handle_sigterm``) sticks: a bare
 :mod:`torchmem.doctor._stop`). Per-step records are bounded for long runs (see
 :mod:`torchmem.doctor._steplog`).
 
+Evaluation passes (``model.eval()`` ... ``model.train()``) are tracked as phases of
+their own (:mod:`torchmem.doctor.phases`): probes get ``pass_step`` and ``pass_end``
+events, and the result lists each phase with its growth verdict.
+
 Known limitations:
     * Scripts that call ``os._exit`` end the process before any report is written.
-    * Steps are only found through ``optimizer.step()``, ``backward()`` or top-level
-      module forwards; a loop that does none of those has no steps (the run summary
-      still shows the timeline).
+    * Steps are found through ``optimizer.step()``, ``backward()``, top-level module
+      forwards, or the iterations of the user's innermost loop that runs tensor work
+      (not found under a debugger or coverage tracer); a script with none of those has
+      no steps (the run summary still shows the timeline).
     * Threads started by the script are not waited for beyond what the script does.
 """
 
@@ -51,10 +56,11 @@ from torchmem.doctor._ending import (
 from torchmem.doctor._steplog import StepLog
 from torchmem.doctor._summary import cuda_devices, environment, peaks, timeline_series
 from torchmem.doctor._stop import SIGTERM_EXIT_CODE, SigtermHandler, Stopper, StopRun, Terminated
+from torchmem.doctor.phases import PhaseTracker
 from torchmem.doctor.steps import StepHooks, UserFrames
 from torchmem.doctor.target import Target, load_target
 from torchmem.errors import is_oom
-from torchmem.model.capture import Capture, Finding, Growth, StepRecord, StorageSummary
+from torchmem.model.capture import Capture, Finding, Growth, Phase, StepRecord, StorageSummary
 
 __all__ = ["Target", "Probe", "Outcome", "Run", "RunResult", "build_result", "run_script",
            "StopRun", "Terminated", "SIGTERM_EXIT_CODE"]
@@ -74,7 +80,8 @@ class Probe:
         """Called at each step boundary in the script's thread (``run.steps[-1]`` is fresh)."""
 
     def on_event(self, run: "Run", name: str, info: dict[str, Any]) -> None:
-        """Called for ``backward``, ``zero_grad``, ``empty_cache`` and ``step_source``."""
+        """Called for ``backward``, ``zero_grad``, ``empty_cache``, ``step_source``,
+        ``mode`` (``model.train()``/``eval()``), ``pass_step`` and ``pass_end``."""
 
     def on_finish(self, run: "Run", outcome: "Outcome") -> None:
         """Called once after the script ended, however it ended."""
@@ -126,6 +133,8 @@ class Run:
         from torchmem.collect import cpu as _cpu  # cheap readers, no CUDA init
         self._heap = _cpu.heap_bytes
         self._rss = _cpu.rss_bytes
+        self.phases = PhaseTracker(lambda: self.step_source, lambda: self.step_log.count,
+                                   self._heap, lambda n, i: self._dispatch("on_event", n, i))
 
     def add_monitor(self, device: str) -> None:
         """Start sampling ``device`` in the background (no-op without an interval)."""
@@ -178,6 +187,8 @@ class Run:
                 self.probe_errors.append(f"{type(probe).__name__}.{method}: {type(err).__name__}: {err}")
 
     def _on_step(self, source: str, frame: FrameType | None) -> None:
+        if source in ("optimizer", "backward"):
+            self.phases.on_train_step()
         record = self.reading()
         self.step_log.add(record)
         for device in record.used:
@@ -195,6 +206,7 @@ class Run:
         if name == "step_source":
             self.step_source = info["source"]
             self.step_log.clear()
+        self.phases.on_event(name, info)
         self._dispatch("on_event", name, info)
 
 
@@ -215,6 +227,7 @@ class RunResult:
     timeline: dict[str, list[float]] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)
 
     def to_capture(self, tool: str, *, findings: Sequence[Finding] = (),
                    growth: Sequence[Growth] = (), top_storages: Sequence[StorageSummary] = (),
@@ -230,7 +243,7 @@ class RunResult:
             growth=tuple(growth), findings=tuple(findings), top_storages=tuple(top_storages),
             bytes_by_role=dict(bytes_by_role or {}), bytes_by_module=dict(bytes_by_module or {}),
             notes=tuple(self.notes) + tuple(notes),
-            environment=dict(self.environment),
+            environment=dict(self.environment), phases=tuple(self.phases),
         )
 
 
@@ -279,12 +292,20 @@ def build_result(run: Run, outcome: Outcome, started_at: str) -> RunResult:
     if outcome.kind == "terminated":
         notes.append(f"the script was stopped by SIGTERM; exit code {SIGTERM_EXIT_CODE} "
                      "(128 + 15), the report covers what ran")
+    phases: list[Phase] = []
+    try:
+        from torchmem.analyze.growth import growth_by_device
+
+        cpu = next((g for g in growth_by_device(run.steps) if g.device == "cpu"), None)
+        phases = run.phases.summaries(run.step_source, run.steps, cpu)
+    except Exception as err:  # noqa: BLE001 - a summary must never lose the run
+        notes.append(f"probe error: phases: {type(err).__name__}: {err}")
     return RunResult(
         exit_code=outcome.exit_code, outcome=outcome.kind, error=outcome.error,
         argv=list(run.argv), started_at=started_at, duration_s=time.time() - run.started,
         steps=list(run.steps), step_source=run.step_source, devices=sorted(run.devices),
         peak=peaks(run), timeline=timeline_series(run.timelines), environment=environment(),
-        notes=notes,
+        notes=notes, phases=phases,
     )
 
 
@@ -338,7 +359,10 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         sys.path.append(loaded.sys_path0)
     sys.modules["__main__"] = main
     try:
-        with StepHooks(run._on_step, run._on_event, run.frames):
+        with StepHooks(run._on_step, run._on_event, run.frames,
+                       on_pass_forward=run.phases.on_forward) as hooks:
+            run.phases.hooks = hooks
+            run.stopper.release_trace = hooks.release_loops
             run._dispatch("on_start")
             if handle_sigterm:
                 sigterm.install()
@@ -351,10 +375,12 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
             except BaseException as exc:  # noqa: BLE001 - the script's own ending
                 outcome = _ending(exc, run)
             finally:
+                hooks.release_loops()
                 run.stopper.finish()
                 sigterm.restore()
                 run.stop_monitors()
                 flush(sys.stdout)
+                run.phases.close("end", None)
             if outcome.exc is not None and outcome.kind in ("exception", "oom", "interrupt"):
                 print_script_exception(outcome.exc)
             run._dispatch("on_finish", outcome)

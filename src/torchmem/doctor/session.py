@@ -298,7 +298,7 @@ class _EventHooks:
         from torchmem.doctor.steps import StepHooks
 
         self._run = run
-        self._hooks = StepHooks(self._on_step, self._on_event, run.frames)
+        self._hooks = StepHooks(self._on_step, self._on_event, run.frames, loops=False)
 
     def _on_step(self, source: str, frame: FrameType | None) -> None:
         """Optimizer/backward/forward boundaries are not the session's steps."""

@@ -275,6 +275,7 @@ _INITIAL = frozenset({"None", "[]", "{}", "()", "0", "0.0", "dict()", "list()", 
 _PREFERENCE = {
     "container": ("add", "setitem", "augassign", "assign", "rebind"),
     "chain": ("assign", "augassign", "rebind", "add", "setitem"),
+    "sum": ("augassign", "assign", "add", "setitem", "rebind"),  # a running sum `x += loss`
     "hook": ("hook",),
 }
 
@@ -286,7 +287,7 @@ def best_statement(statements: list[Statement], want: str = "container",
     Args:
         statements: candidates from :func:`find_statements`.
         want: ``container`` (prefer append-like), ``chain`` (prefer rebinding that reads
-            the old value) or ``hook``.
+            the old value), ``sum`` (prefer ``+=``) or ``hook``.
         function: the function that holds the culprit, preferred when tied.
         exact: the culprit text; statements written exactly so are preferred.
     """

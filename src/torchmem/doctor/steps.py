@@ -2,12 +2,20 @@
 
 A *step* ends when ``optimizer.step()`` returns (a global optimizer post-hook). Scripts
 without an optimizer (manual SGD, pure evaluation) fall back to ``backward()`` calls,
-and scripts without backward fall back to calls of top-level ``nn.Module`` forwards.
-Everything is installed in :meth:`StepHooks.__enter__` and removed in ``__exit__``.
+scripts without backward fall back to calls of top-level ``nn.Module`` forwards, and
+scripts with none of these to the iterations of the user's innermost loop that runs
+tensor work (:mod:`torchmem.doctor.loops`). Everything is installed in
+:meth:`StepHooks.__enter__` and removed in ``__exit__``.
+
+Evaluation passes: top-level ``Module.train(mode)`` calls (``model.eval()``) are reported
+as ``mode`` events; while an evaluation pass is watched (:meth:`StepHooks.watch_forwards`)
+each top-level forward is reported to ``on_pass_forward``.
 
 Cost: one Python call per ``optimizer.step()`` and per ``backward()``. The forward
 fallback installs global module hooks, which make every module call take torch's slow
-path; they are removed as soon as a backward or optimizer step is seen.
+path; they are removed as soon as a backward or optimizer step is seen. The loop fallback
+traces the script's thread until any other source is seen (see its module for the cost).
+The ``Module.train`` wrapper costs one Python call per call of ``train()``/``eval()``.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import torch
 
 __all__ = ["StepHooks", "UserFrames"]
 
-_SOURCES = ("optimizer", "backward", "forward")
+_SOURCES = ("optimizer", "backward", "forward", "loop")
 
 
 def _tracing() -> bool:
@@ -70,7 +78,9 @@ class StepHooks:
     """
 
     def __init__(self, on_step: Callable[[str, FrameType | None], None],
-                 on_event: Callable[[str, dict[str, Any]], None], frames: UserFrames) -> None:
+                 on_event: Callable[[str, dict[str, Any]], None], frames: UserFrames,
+                 *, loops: bool = True,
+                 on_pass_forward: Callable[[FrameType | None], None] | None = None) -> None:
         self._on_step = on_step
         self._on_event = on_event
         self._frames = frames
@@ -78,6 +88,16 @@ class StepHooks:
         self._undo: list[Callable[[], None]] = []
         self._depth = 0
         self._forward_handles: list[Any] = []
+        self._pass_handles: list[Any] = []
+        self._pass_depth = 0
+        self._on_pass_forward = on_pass_forward
+        self._train_depth = 0
+        self._loops = None
+        if loops:
+            from torchmem.doctor.loops import LoopTracer
+
+            self._loops = LoopTracer(frames.is_user_file, os.path.dirname(torch.__file__),
+                                     self._loop_iteration)
 
     # -- source switching -------------------------------------------------------
     def _promote(self, source: str) -> bool:
@@ -89,6 +109,8 @@ class StepHooks:
         previous, self.source = self.source, source
         if source != "forward":
             self._remove_forward_hooks()
+        if source != "loop":
+            self.release_loops()
         self._on_event("step_source", {"source": source, "previous": previous})
         return True
 
@@ -156,6 +178,63 @@ class StepHooks:
             handle.remove()
         self._forward_handles.clear()
 
+    # -- the loop fallback ------------------------------------------------------------
+    def release_loops(self) -> bool:
+        """Stop tracing for loop steps; True if the loop tracer was installed."""
+        return self._loops.uninstall() if self._loops is not None else False
+
+    def _loop_iteration(self, frame: FrameType, changed: bool) -> None:
+        if changed and self.source == "loop":
+            self._on_event("step_source", {"source": "loop", "previous": "loop"})
+        if self._promote("loop"):
+            self._on_step("loop", frame)
+
+    # -- evaluation passes --------------------------------------------------------------
+    def _wrap_train(self) -> None:
+        original = torch.nn.Module.train
+        hooks = self
+
+        def train(module: Any, mode: bool = True) -> Any:
+            hooks._train_depth += 1
+            try:
+                result = original(module, mode)
+            finally:
+                hooks._train_depth -= 1
+            if hooks._train_depth == 0 and isinstance(mode, bool):
+                hooks._on_event("mode", {"training": mode, "module": type(module).__name__,
+                                         "frame": hooks._frames.innermost(sys._getframe(1))})
+            return result
+
+        train.__wrapped__ = original  # type: ignore[attr-defined]
+        train.__doc__ = original.__doc__
+        torch.nn.Module.train = train  # type: ignore[method-assign, assignment]
+        self._undo.append(lambda: setattr(torch.nn.Module, "train", original))
+
+    def watch_forwards(self, on: bool) -> None:
+        """Report each top-level forward to ``on_pass_forward`` (an evaluation pass), or stop."""
+        if not on or self._on_pass_forward is None:
+            for handle in self._pass_handles:
+                handle.remove()
+            self._pass_handles.clear()
+            self._pass_depth = 0
+            return
+        if self._pass_handles:
+            return
+        from torch.nn.modules.module import (register_module_forward_hook,
+                                             register_module_forward_pre_hook)
+        self._pass_handles = [register_module_forward_pre_hook(self._pass_pre),
+                              register_module_forward_hook(self._pass_post, always_call=True)]
+
+    def _pass_pre(self, module: Any, args: Any) -> None:
+        self._pass_depth += 1
+
+    def _pass_post(self, module: Any, args: Any, output: Any) -> None:
+        self._pass_depth -= 1
+        if self._pass_depth <= 0:
+            self._pass_depth = 0
+            if not _tracing() and self._on_pass_forward is not None:
+                self._on_pass_forward(self._frames.innermost(sys._getframe(1)))
+
     def __enter__(self) -> "StepHooks":
         try:
             from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -170,12 +249,17 @@ class StepHooks:
             self._forward_handles = [register_module_forward_pre_hook(self._forward_pre),
                                      register_module_forward_hook(self._forward_post,
                                                                   always_call=True)]
+            self._wrap_train()
+            if self._loops is not None:
+                self._loops.install()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release_loops()
+        self.watch_forwards(False)
         self._remove_forward_hooks()
         while self._undo:
             self._undo.pop()()

@@ -26,6 +26,7 @@ __all__ = [
     "Culprit",
     "Finding",
     "StorageSummary",
+    "Phase",
     "Capture",
     "MAX_CAPTURE_BYTES",
 ]
@@ -171,6 +172,32 @@ class StorageSummary(Record):
 
 
 @dataclass(frozen=True)
+class Phase(Record):
+    """One kind of phase of a run, with its own growth verdict.
+
+    Attributes:
+        kind: ``train`` (optimizer or backward steps), ``eval-grad``/``eval-no-grad``
+            (top-level forwards between ``model.eval()`` and the next ``model.train()``
+            or training step, grad enabled or not), ``inference`` (top-level forwards of
+            a script that never trains), ``loop`` (iterations of the user's loop) or
+            ``session``.
+        passes: separate stretches of this phase (evaluation passes; for ``train``, the
+            stretches between evaluation passes: epochs, when the script evaluates once
+            per epoch).
+        steps: steps of this phase (for evaluation passes, their top-level forwards).
+        first_step, last_step: the training steps the phase ran between (0: none).
+        growth: the phase's growth verdict on the CPU heap (None when not judged).
+    """
+
+    kind: str
+    passes: int = field(default=0, metadata=NON_NEGATIVE)
+    steps: int = field(default=0, metadata=NON_NEGATIVE)
+    first_step: int = field(default=0, metadata=NON_NEGATIVE)
+    last_step: int = field(default=0, metadata=NON_NEGATIVE)
+    growth: Growth | None = None
+
+
+@dataclass(frozen=True)
 class Capture(Record):
     """Everything a run recorded, ready to be saved as JSON and rendered later.
 
@@ -184,7 +211,8 @@ class Capture(Record):
         exit_code: the script's exit code.
         outcome: ``ok``, ``exception``, ``exit``, ``interrupt``, ``oom`` or ``max_steps``.
         error: one line describing the exception, if the script raised.
-        step_source: what counted as a step: ``optimizer``, ``backward``, ``forward``, ``none``.
+        step_source: what counted as a step: ``optimizer``, ``backward``, ``forward``,
+            ``loop`` (iterations of the user's loop), ``session`` or ``none``.
         devices: devices that held memory during the run.
         steps: one record per step.
         peak: device -> peak bytes over the whole run.
@@ -201,6 +229,8 @@ class Capture(Record):
             a leak alive first, then by growth per step and bytes at the peak.
         line_profile: how ``lines`` were measured (profiled steps, peak) and the
             allocation sites of the largest storages; None without ``torchmem lines``.
+        phases: the run's phases (training, evaluation passes...), each with its own
+            growth verdict; empty in captures written before phases were recorded.
     """
 
     tool: str
@@ -229,6 +259,7 @@ class Capture(Record):
     environment: dict[str, str] = field(default_factory=dict, metadata=_MANY)
     lines: tuple[LineRecord, ...] = field(default=(), metadata=_MANY)
     line_profile: LineProfile | None = None
+    phases: tuple[Phase, ...] = field(default=(), metadata=bounds(max_items=64))
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this capture as JSON, atomically (a failed write leaves no partial file),

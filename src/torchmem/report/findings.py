@@ -21,7 +21,7 @@ from torchmem.model.capture import Capture, Finding, Growth
 from torchmem.report.sanitize import printable_capture
 from torchmem.units import format_bytes
 
-__all__ = ["render_findings", "findings_text", "headline", "analysis_failures"]
+__all__ = ["render_findings", "findings_text", "headline", "phase_lines", "analysis_failures"]
 
 
 def _where(file: str | None, line: int | None) -> str | None:
@@ -58,6 +58,25 @@ def headline(capture: Capture) -> str:
 _FAILURE_NOTES = ("analysis incomplete:", "probe error:")
 
 
+def phase_lines(capture: Capture) -> list[str]:
+    """One line per kind of evaluation pass: how many, and its own growth verdict."""
+    out = []
+    for p in capture.phases:
+        if not p.kind.startswith("eval"):
+            continue
+        mode = "grad enabled" if p.kind == "eval-grad" else "no_grad"
+        g = p.growth
+        verdict = ""
+        if g is not None:
+            verdict = {"growing": f": memory {g.reason}",
+                       "undecided": f": growth within passes undecided, {g.reason}"}.get(
+                g.verdict, f": {g.reason}" if g.reason else "")
+        out.append(f"evaluation passes ({mode}): {p.passes} pass{'es' if p.passes != 1 else ''}, "
+                   f"{p.steps} top-level module calls, between training steps {p.first_step} and "
+                   f"{p.last_step}{verdict}")
+    return out
+
+
 def analysis_failures(capture: Capture) -> list[str]:
     """The notes saying a part of the doctor's analysis failed (empty when it all ran)."""
     return [n.split(":", 1)[1].strip() for n in capture.notes if n.startswith(_FAILURE_NOTES)]
@@ -69,9 +88,16 @@ def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
     if isinstance(end, (int, float)) and not isinstance(end, bool) and 0 < end < 2**63:
         steps = int(end)
     size = []
-    if f.bytes_per_step:
+    unit = f.data.get("step_unit") if isinstance(f.data, dict) else None
+    if isinstance(unit, str) and unit:  # measured within evaluation passes, not per step
+        if f.bytes_per_step:
+            size.append(f"{format_bytes(f.bytes_per_step)} per {unit}")
+        if f.bytes:
+            size.append(f"{format_bytes(f.bytes)} held at the end of an evaluation pass")
+        steps = 0
+    if f.bytes_per_step and not size:
         size.append(f"{format_bytes(f.bytes_per_step)}/step")
-    if f.bytes:
+    if f.bytes and not unit:
         size.append(f"{format_bytes(f.bytes)} held" + (f" at step {steps}" if steps else ""))
     head = f"[{index}] {f.title}" + (f"  ({', '.join(size)})" if size else "")
     lines = [(head, "bold red" if f.bytes_per_step else "bold yellow")]
@@ -94,7 +120,7 @@ def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
 def findings_text(capture: Capture) -> list[str]:
     """The doctor's verdict and findings as plain text lines."""
     capture = printable_capture(capture)
-    out = [f"torchmem doctor: {headline(capture)}"]
+    out = [f"torchmem doctor: {headline(capture)}", *phase_lines(capture)]
     steps = len(capture.steps)
     failed = analysis_failures(capture)
     if not capture.findings and failed:
@@ -118,9 +144,13 @@ def render_findings(capture: Capture, console: Console) -> None:
     growing = any(g.verdict == "growing" for g in capture.growth)
     line.append(headline(capture), style="bold red" if growing else "bold green")
     console.print(line)
+    phases = phase_lines(capture)
+    for text in phases:
+        console.print(Text(text), soft_wrap=True)
     if not capture.findings:
         failed = bool(analysis_failures(capture))
-        console.print(Text(findings_text(capture)[1], style="bold yellow" if failed else "green"))
+        console.print(Text(findings_text(capture)[1 + len(phases)],
+                           style="bold yellow" if failed else "green"))
         return
     for i, f in enumerate(capture.findings, 1):
         console.print()

@@ -1,0 +1,117 @@
+"""Deep analysis inside evaluation passes: what grows during each pass and is let go after.
+
+An evaluation pass run with grad enabled builds a graph per forward. Kept in a running
+sum (``val_loss += loss``) or chained through a state (``out, self.hidden =
+self.lstm(x, self.hidden)``), those graphs pile up until the pass ends and are released
+when the variable is reset, often at the next pass: memory rises to a plateau and falls
+back, which no growth over the training steps shows. :class:`PassEvidence` snapshots the
+script's variables (:func:`~torchmem.doctor.culprit.take_snapshot`) at pass steps 1, 2,
+3, 4, 6, 8, 12, 16... of the first :data:`MAX_PASSES` passes with grad enabled, and once
+more when each of those passes ends. A path whose autograd graph grows steadily over at
+least three snapshots within at least two passes (or, with a single pass, over at least
+four snapshots) is a finding: ``eval_graph`` (graphs no backward consumed) or
+``hidden_state_chain``. Containers filled during a pass (predictions collected for a
+metric) are what evaluation does and are not reported here.
+
+Cost: only passes with grad enabled are analysed (about ``2 * log2(forwards)``
+snapshots per pass, at most :data:`MAX_PASSES` passes); passes under ``no_grad`` cost
+nothing here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import FrameType
+from typing import Any, Callable
+
+from torchmem.doctor.causes import Evidence, path_findings, path_signal, significant_growth
+from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
+
+__all__ = ["PassEvidence", "MAX_PASSES"]
+
+#: evaluation passes with grad enabled that get snapshots
+MAX_PASSES = 4
+#: causes a pass can show (a container filled during evaluation is normal)
+_PASS_CAUSES = ("eval_graph", "hidden_state_chain")
+
+
+def _due(index: int) -> bool:
+    """Pass steps with a snapshot: 1, 2, 3, 4, 6, 8, 12, 16, 24..."""
+    if index <= 4:
+        return True
+    if index & (index - 1) == 0:
+        return True
+    third = index // 3
+    return index % 3 == 0 and third & (third - 1) == 0
+
+
+class PassEvidence:
+    """Snapshots taken during evaluation passes, and the findings they prove."""
+
+    def __init__(self) -> None:
+        self.passes: dict[int, list[Snapshot]] = {}
+
+    def on_event(self, run: Any, name: str, info: dict[str, Any],
+                 guard: Callable[..., None]) -> None:
+        """Take the snapshots a ``pass_step``/``pass_end`` event calls for."""
+        number = int(info.get("pass", 0))
+        if name == "pass_step":
+            if not info.get("grad") or number > MAX_PASSES or not _due(int(info["index"])):
+                return
+        elif name != "pass_end" or number not in self.passes:
+            return
+        guard("pass snapshot", int(info["counter"]), self._snapshot, run, number,
+              int(info["counter"]), info.get("frame"))
+
+    def _snapshot(self, run: Any, number: int, counter: int, frame: FrameType | None) -> None:
+        snap = take_snapshot(counter, frame, run.main_globals, run.frames.is_user_file,
+                             outermost=run.outermost)
+        self.passes.setdefault(number, []).append(snap)
+
+    def findings(self) -> list[Any]:
+        """The findings of the passes (empty when nothing grows within them)."""
+        growing: dict[str, dict[str, float]] = {}
+        stats: dict[str, PathStats] = {}
+        steps: dict[str, list[int]] = {}
+        judged: dict[str, int] = {}
+        names = {p for snaps in self.passes.values() for s in snaps for p in s.paths}
+        for path in names:
+            grew = []
+            for snaps in self.passes.values():
+                present = [s.paths[path] for s in snaps if path in s.paths]
+                at = [s.step for s in snaps if path in s.paths]
+                if len(present) < 3:
+                    continue  # one graph replaced by the next is no accumulation
+                judged[path] = judged.get(path, 0) + 1
+                sig = path_signal(present[0], present[-1], at[-1] - at[0])
+                graphs = sig["grad_tensors"] > 0 or sig["nodes"] > 0
+                steady = all(b.graph_nodes >= a.graph_nodes and b.grad_tensors >= a.grad_tensors
+                             for a, b in zip(present, present[1:]))
+                if significant_growth(sig) and graphs and steady:
+                    grew.append((sig, present[-1], at))
+            if len(grew) >= 2 or (len(grew) == 1 and judged.get(path) == 1 and len(grew[0][2]) >= 4):
+                sig, last_stats, at = grew[-1]
+                growing[path] = dict(sig, resets=float(len(grew)))
+                stats[path] = last_stats
+                steps[path] = at
+        if not growing:
+            return []
+        out = []
+        for finding in path_findings(Evidence(), growing, stats, [0, 1], {}, eval_pass=True):
+            name = finding.culprit.name if finding.culprit else None
+            if finding.cause not in _PASS_CAUSES or name not in growing:
+                continue
+            at = steps[name]
+            passes = int(growing[name].get("resets", 1))
+            evidence = [e for e in finding.evidence
+                        if not e.startswith("measured at steps") and "emptied now and then" not in e]
+            evidence.append(f"it grows during each evaluation pass (model.eval(), grad "
+                            f"enabled): in {passes} pass{'es' if passes > 1 else ''} "
+                            f"({len(at)} snapshots in the last one, from its first forward "
+                            "to its end) and is let go afterwards; the peak grows with the "
+                            "number of evaluation batches")
+            data = {k: v for k, v in finding.data.items() if k != "end_step"}
+            data.update(snapshot_steps=at, phase="eval-grad",
+                        step_unit="top-level module call in evaluation")
+            out.append(replace(finding, evidence=tuple(evidence), data=data))
+        return out

@@ -1,0 +1,176 @@
+"""Split a run into phases: training, evaluation passes, inference, loop iterations.
+
+The step source (:mod:`torchmem.doctor.steps`) says what the script repeats. A script
+that trains also evaluates: between ``model.eval()`` and the next ``model.train()`` (or
+the next ``backward()``/optimizer step) it runs forwards that are no training step. Such
+an *evaluation pass* is watched on its own: each top-level forward in it is a pass step
+with a reading of the C heap and an event (``pass_step``) for the probes, and its end is
+a ``pass_end`` event. Memory that rises during every pass and is released after it (loss
+tensors summed without ``no_grad``, an RNN state chained across test batches) never makes
+a line over the training steps; within the passes it does.
+
+Labels come from evidence: ``train`` when optimizer steps or ``backward()`` calls are the
+steps; ``eval-grad``/``eval-no-grad`` by ``torch.is_grad_enabled()`` at the pass's
+forwards; ``inference`` when top-level forwards are the steps (the script never trains);
+``loop`` for loop iterations. Training stretches between passes are the epochs.
+
+Cost: nothing per training step beyond one comparison; during an evaluation pass the
+module forward hooks (torch's slow path for each module call) and one heap reading per
+top-level forward. A ``model.eval()`` that is followed by a training step after at most
+one forward (a sub-module frozen in eval mode every step) is not a pass; after three of
+those, ``eval()`` calls are no longer watched.
+
+Known limitations:
+    * An evaluation loop that never calls ``model.eval()`` is not a pass (its forwards
+      are not seen unless forwards are the script's steps).
+    * In a script whose steps are forwards or loop iterations, passes are not split off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["PassRecord", "PhaseTracker", "MAIN_KIND"]
+
+#: the phase kind of a run's own steps, by step source
+MAIN_KIND = {"optimizer": "train", "backward": "train", "forward": "inference",
+             "loop": "loop", "session": "session"}
+
+#: passes ended by a training step after at most one forward before eval() is ignored
+_MAX_DISCARDED = 3
+#: readings kept per pass
+_MAX_READINGS = 4096
+
+
+@dataclass
+class PassRecord:
+    """One evaluation pass (plain data).
+
+    Attributes:
+        number: 1-based pass number.
+        start_step, end_step: training steps done when it started and ended.
+        forwards: its top-level forwards; ``grad_forwards`` of them with grad enabled.
+        readings: ``(pass step counter, C-heap bytes)`` at each forward.
+        ended_by: ``train()``, ``backward``, ``step`` or ``end``.
+    """
+
+    number: int
+    start_step: int
+    end_step: int = 0
+    forwards: int = 0
+    grad_forwards: int = 0
+    readings: list[tuple[int, int]] = field(default_factory=list)
+    ended_by: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "eval-grad" if self.grad_forwards else "eval-no-grad"
+
+
+class PhaseTracker:
+    """Opens and closes evaluation passes from the step hooks' events.
+
+    Args:
+        source: returns the run's current step source.
+        step_count: returns the number of training steps so far.
+        heap: returns the C heap in use (bytes) or None.
+        dispatch: ``dispatch(name, info)`` sends an event to the probes.
+
+    Attributes:
+        hooks: the :class:`~torchmem.doctor.steps.StepHooks` (set by the runner; without
+            them no pass is watched).
+        passes: the finished passes.
+    """
+
+    def __init__(self, source: Callable[[], str], step_count: Callable[[], int],
+                 heap: Callable[[], int | None],
+                 dispatch: Callable[[str, dict[str, Any]], None]) -> None:
+        self._source = source
+        self._step_count = step_count
+        self._heap = heap
+        self._dispatch = dispatch
+        self.hooks: Any = None
+        self.passes: list[PassRecord] = []
+        self.current: PassRecord | None = None
+        self._counter = 0
+        self._discarded = 0
+
+    # -- events -------------------------------------------------------------------------
+    def on_event(self, name: str, info: dict[str, Any]) -> None:
+        if name == "mode":
+            if info.get("training"):
+                self.close("train()", info.get("frame"))
+            elif (self.current is None and self.hooks is not None
+                    and self._discarded < _MAX_DISCARDED
+                    and self._source() in ("optimizer", "backward")):
+                self.current = PassRecord(number=len(self.passes) + 1,
+                                          start_step=self._step_count())
+                self.hooks.watch_forwards(True)
+        elif name == "backward":
+            self.close("backward", None)
+
+    def on_train_step(self) -> None:
+        """A training step ended (an evaluation pass in progress was not one)."""
+        if self.current is not None:
+            self.close("step", None)
+
+    def on_forward(self, frame: FrameType | None) -> None:
+        """A top-level forward returned during an evaluation pass."""
+        current = self.current
+        if current is None:
+            return
+        self._counter += 1
+        current.forwards += 1
+        grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        current.grad_forwards += grad
+        heap = self._heap()
+        if heap is not None and len(current.readings) < _MAX_READINGS:
+            current.readings.append((self._counter, heap))
+        self._dispatch("pass_step", {"frame": frame, "pass": current.number,
+                                     "index": current.forwards, "counter": self._counter,
+                                     "grad": grad})
+
+    def close(self, reason: str, frame: FrameType | None) -> None:
+        """End the pass in progress, if any (``frame``: where the script is now)."""
+        current = self.current
+        if current is None:
+            return
+        self.current = None
+        if self.hooks is not None:
+            self.hooks.watch_forwards(False)
+        if current.forwards <= 1 and reason in ("backward", "step"):
+            self._discarded += 1  # a module in eval mode inside a training step
+            return
+        if not current.forwards:
+            return
+        current.end_step = self._step_count()
+        current.ended_by = reason
+        self.passes.append(current)
+        self._counter += 1
+        self._dispatch("pass_end", {"frame": frame, "pass": current.number,
+                                    "counter": self._counter, "kind": current.kind})
+
+    # -- summary ------------------------------------------------------------------------
+    def summaries(self, source: str, steps: list[Any], main_growth: Any) -> list[Any]:
+        """The run's :class:`~torchmem.model.capture.Phase` list."""
+        from torchmem.analyze.growth import detect_pass_growth
+        from torchmem.model.capture import Phase
+
+        out = []
+        kind = MAIN_KIND.get(source)
+        if kind is not None and steps:
+            out.append(Phase(kind=kind, passes=len(self.passes) + 1 if kind == "train" else 1,
+                             steps=len(steps), first_step=steps[0].step,
+                             last_step=steps[-1].step, growth=main_growth))
+        for label in ("eval-grad", "eval-no-grad"):
+            group = [p for p in self.passes if p.kind == label]
+            if not group:
+                continue
+            out.append(Phase(kind=label, passes=len(group), steps=sum(p.forwards for p in group),
+                             first_step=group[0].start_step, last_step=group[-1].end_step,
+                             growth=detect_pass_growth([p.readings for p in group])))
+        return out
