@@ -2,7 +2,7 @@
 # Adapted: gym's CartPole and the rendered-screen extraction (torchvision, PIL, matplotlib)
 #   replaced by a small environment class whose screens are random 3x30x40 images and whose
 #   episodes end at random after 8-24 steps; plotting removed; cuda -> cpu; BATCH_SIZE
-#   128 -> 32, ReplayMemory(10000) -> ReplayMemory(200) and 25 episodes, so that the memory
+#   128 -> 32, ReplayMemory(10000) -> ReplayMemory(200) and 18 episodes, so that the memory
 #   fills and wraps within a short run; seeded.
 import math
 import random
@@ -182,7 +182,7 @@ def optimize_model():
     optimizer.step()
 
 
-num_episodes = 25
+num_episodes = 18
 for i_episode in range(num_episodes):
     # Initialize the environment and state
     env.reset()
