@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from torchmem.doctor.source import Statement, parse_path, stem
 from torchmem.model.capture import FixEdit
 
-__all__ = ["Proposal", "propose_edit", "apply_edit"]
+__all__ = ["PathFix", "Proposal", "apply_edit", "path_fix", "propose_edit"]
 
 _TENSORS = frozenset({"0-dim tensor", "tensor"})
 #: calls whose result carries no autograd graph
@@ -70,7 +70,7 @@ def _kinds(holds: tuple[str, ...]) -> str:
 
 
 def _already_detached(value: ast.AST) -> bool:
-    node = value
+    node: ast.AST | None = value
     while True:
         if isinstance(node, ast.Call):
             func = node.func
@@ -125,10 +125,10 @@ def _simple_statement(tree: ast.AST, node: ast.AST) -> ast.stmt | None:
     (the value sits in an ``if``/``for``/``with`` header) or not found."""
     found: ast.stmt | None = None
     for parent in ast.walk(tree):
-        if isinstance(parent, ast.stmt) and any(n is node for n in ast.walk(parent)):
-            if found is None or (parent.lineno, -(parent.end_lineno or 0)) >= \
-                    (found.lineno, -(found.end_lineno or 0)):
-                found = parent
+        if isinstance(parent, ast.stmt) and any(n is node for n in ast.walk(parent)) and (
+                found is None or (parent.lineno, -(parent.end_lineno or 0))
+                >= (found.lineno, -(found.end_lineno or 0))):
+            found = parent
     if found is None or hasattr(found, "body"):
         return None
     return found
@@ -189,18 +189,20 @@ def _wrap(src: _Source, stmt: Statement, outer: ast.stmt, value: ast.AST,
     new_text = block[:start - block_start] + new_value + block[end - block_start:]
     expected = copy.deepcopy(outer)
     target = ast.parse(f"({ast.unparse(value)}){suffix}", mode="eval").body
+    where = (getattr(value, "lineno", None), getattr(value, "col_offset", None))
+    dump = ast.dump(value)
+
+    def same(item: object) -> bool:
+        return isinstance(item, ast.AST) and (getattr(item, "lineno", None),
+                                              getattr(item, "col_offset", None)) == where \
+            and ast.dump(item) == dump
+
     for node in ast.walk(expected):
         for name, field in ast.iter_fields(node):
-            if isinstance(field, ast.AST) and ast.dump(field) == ast.dump(value) and \
-                    getattr(field, "lineno", None) == value.lineno and \
-                    getattr(field, "col_offset", None) == value.col_offset:  # type: ignore[attr-defined]
+            if same(field):
                 setattr(node, name, target)
             elif isinstance(field, list):
-                for i, item in enumerate(field):
-                    if isinstance(item, ast.AST) and ast.dump(item) == ast.dump(value) and \
-                            getattr(item, "lineno", None) == value.lineno and \
-                            getattr(item, "col_offset", None) == value.col_offset:  # type: ignore[attr-defined]
-                        field[i] = target
+                field[:] = [target if same(item) else item for item in field]
     change = f"store `{ast.unparse(target)}` instead of `{ast.unparse(value)}`"
     return _build(src, stmt.file, outer, new_text, [expected], change)
 

@@ -142,8 +142,9 @@ def _judge(finding: Finding, original: Original, edit: FixEdit,
            run: _Rerun) -> Verification:
     device = finding.device
     before, _ = _growth_rate(original.growth, device)
-    base = dict(device=device, bytes_per_step_before=before, exit_code_before=original.exit_code,
-                steps_before=original.steps, seconds=round(run.seconds, 2))
+    base: dict[str, Any] = {"device": device, "bytes_per_step_before": before,
+                            "exit_code_before": original.exit_code,
+                            "steps_before": original.steps, "seconds": round(run.seconds, 2)}
     capture = run.capture
     if capture is None:
         return Verification(status="not checked", reason=run.reason, **base)
