@@ -62,7 +62,8 @@ def test_scalar_loss_gets_item_on_the_whole_statement_and_verifies(tmp_path: Pat
     """)
     plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                            timeout=300, check=False)
-    proc, data = _doctor(script)
+    html = tmp_path / "report.html"
+    proc, data = _doctor(script, "--html", str(html))  # verification on: a short run
     # the user's run is untouched: same stdout (nothing of the re-run), same exit code
     assert proc.returncode == plain.returncode == 3
     assert proc.stdout == plain.stdout == "mean True\n"
@@ -80,6 +81,7 @@ def test_scalar_loss_gets_item_on_the_whole_statement_and_verifies(tmp_path: Pat
     # the same growth number as the growth verdict, and the report says it
     assert v["bytes_per_step_before"] == data["growth"][0]["bytes_per_step"]
     assert "verified: growth fell from" in proc.stderr
+    assert '<div class="verification">verified: growth fell from' in html.read_text(encoding="utf-8")
 
 
 def test_non_scalar_tensors_get_detach(tmp_path: Path):

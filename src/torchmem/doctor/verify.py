@@ -11,9 +11,10 @@ never reach the user; its stdin is empty.
 Outcome, recorded on the finding as a :class:`~torchmem.model.capture.Verification`:
 
 * **verified**: the re-run ended with the same exit code (and, when the original raised,
-  the same exception type), no finding names the culprit any more, and memory growth fell
-  (growth verdict no longer *growing*, or the slope fell by at least half the finding's
-  share);
+  the same exception type), the diagnosed cause is gone (no finding names the culprit, or
+  only as a plain growing container: a list the script fills on purpose, now without
+  graphs or pinned storages, which the reason then says), and memory growth fell (growth
+  verdict no longer *growing*, or the slope fell by at least half the finding's share);
 * **not verified**: the edited script ran, but the culprit still grows (or growth did not
   fall): the fix is kept and the report says it was not proven;
 * **crashed**: the edited script ended differently (an exception the original did not
@@ -160,20 +161,28 @@ def _judge(finding: Finding, original: Original, edit: FixEdit,
                             f"differently: {what} (the original: "
                             f"{original.error or f'exit code {original.exit_code}'})", **base)
     name = finding.culprit.name if finding.culprit else None
-    still = [f for f in capture.get("findings") or ()
+    about = [f for f in capture.get("findings") or ()
              if name is not None and (f.get("culprit") or {}).get("name") == name]
+    # the diagnosed cause is gone when no finding about the culprit remains but a plain
+    # growing container (a list the script fills on purpose, now without graphs or views)
+    same = [f for f in about if f.get("cause") == finding.cause
+            or finding.cause == "growing_container" or f.get("cause") != "growing_container"]
     rates = f"{_rate(before)} to {_rate(after)}"
-    if still:
-        return Verification(status="not verified", reason=f"with `{edit.statement}`, `{name}` "
-                            f"still grows (growth per step went from {rates})", **base)
     fell = verdict != "growing" or (before is not None and after is not None
                                     and after <= before - 0.5 * finding.bytes_per_step)
-    if not fell:
+    left = (f"; `{name}` still grows by the values it keeps (growing_container: bound it or "
+            "store summaries)") if about and not same else ""
+    if same:
+        causes = ", ".join(sorted({str(f.get("cause")) for f in same}))
         return Verification(status="not verified", reason=f"with `{edit.statement}`, `{name}` "
-                            f"no longer grows but memory still does ({rates})", **base)
+                            f"still grows ({causes}); growth per step went from {rates}", **base)
+    if not fell:
+        return Verification(status="not verified", reason=f"with `{edit.statement}`, the "
+                            f"{finding.cause} of `{name}` is gone but memory growth did not "
+                            f"fall by half of this finding's share ({rates}){left}", **base)
     return Verification(status="verified", reason=f"growth fell from {rates}; the edited "
                         f"script ran {steps} steps to the end with the same exit code "
-                        f"({code})", **base)
+                        f"({code}){left}", **base)
 
 
 def _rate(value: float | None) -> str:

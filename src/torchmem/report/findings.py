@@ -81,10 +81,11 @@ def verification_text(f: Finding) -> str | None:
     cost = f" [re-run: {v.seconds:.1f} s]" if v.seconds else ""
     tried = "".join(f"; tried first: {t}" for t in v.tried)
     if v.status == "verified":
+        left = v.reason[v.reason.find("; `"):] if "; `" in v.reason else ""  # what still grows
         return (f"verified: growth fell from {rate(v.bytes_per_step_before)} to "
                 f"{rate(v.bytes_per_step_after)}, the edited script ran to the end "
                 f"({v.steps_after} steps) with the same exit code ({v.exit_code_after})"
-                f"{tried}{cost}")
+                f"{left}{tried}{cost}")
     if v.status == "crashed":
         return f"fix withdrawn: {v.reason}{tried}{cost}"
     return f"{v.status}: {v.reason}{tried}{cost}"
