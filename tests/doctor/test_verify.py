@@ -258,3 +258,15 @@ def test_old_captures_without_verification_still_load(tmp_path: Path):
                           env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     assert "fix: store `.item()`" in proc.stdout + proc.stderr
+
+
+def test_state_that_starts_as_none_is_detached_only_when_set(tmp_path: Path):
+    src = tmp_path / "r.py"
+    src.write_text("state = None\nfor x in range(3):\n    out, state = model(x, state)\n",
+                   encoding="utf-8")
+    (stmt,) = [s for s in find_statements("state", [str(src)]) if s.line == 3]
+    proposal = propose_edit("hidden_state_chain", "state", stmt, holds=("tensor",),
+                            culprit_type="tuple")
+    assert proposal.edit is not None
+    assert proposal.edit.statement == \
+        "state = None if state is None else tuple(t.detach() for t in state)"

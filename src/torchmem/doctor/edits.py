@@ -221,6 +221,17 @@ def _insert_before(src: _Source, stmt: Statement, outer: ast.stmt, code: str) ->
                   shown=code)
 
 
+def _starts_as_none(tree: ast.AST, target: str) -> bool:
+    """Whether the file assigns ``None`` to ``target`` (``state = None`` before a loop)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant) \
+                and node.value.value is None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(ast.unparse(t) == target for t in targets):
+                return True
+    return False
+
+
 def _chain_target(outer: ast.stmt, name: str) -> str | None:
     """The expression, as written in ``outer``'s targets, that is the culprit ``name``."""
     wanted = parse_path(name)
@@ -316,6 +327,8 @@ def _chain(src: _Source, stmt: Statement, outer: ast.stmt, name: str,
     else:
         return Proposal(refusal=f"`{name}` holds {_kinds(holds)}: `.detach()` applies to "
                                 "tensors only")
+    if _starts_as_none(src.tree, target):  # `state = None` before the loop: keep None as is
+        code = f"{target} = None if {target} is None else {code.split(' = ', 1)[1]}"
     edit = _insert_before(src, stmt, outer, code)
     if edit is None:
         return Proposal(refusal=f"line {stmt.line} does not start its own line")
