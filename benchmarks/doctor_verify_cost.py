@@ -39,7 +39,7 @@ def one_run(script: Path, flag: str) -> tuple[float, str]:
         capture = Path(tmp) / "capture.json"
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", flag,
-                        "--json", str(capture), str(script)], cwd=tmp, capture_output=True,
+                        "--json", str(capture), str(script.resolve())], cwd=tmp, capture_output=True,
                        timeout=1800, check=False)
         seconds = time.perf_counter() - started
         try:
