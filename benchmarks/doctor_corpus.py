@@ -11,14 +11,12 @@ doctor offered, and the time taken; then the totals:
 * line accuracy: detected scripts whose file:line is right / detected scripts;
 * culprit name+line rate: leaky scripts found with the right cause, name and line / leaky;
 * false alarms: healthy scripts with any finding / healthy scripts run;
-* fixes: for the finding judged on each detected script, whether its fix can be applied
-  mechanically (a backticked statement that rewrites the culprit's own statement, e.g.
-  ``losses.append(loss.item())`` for ``losses.append(loss)``, or "`h = h.detach()` before
-  line N", a statement to insert); an applicable fix is applied
-  to a copy of the script in a temp dir, which is run (a crash is counted) and diagnosed
-  again (the fix is *verified* when no finding names the same culprit any more). Other fixes
-  (``with torch.no_grad():`` around a block, "register the hook once", ...) are counted as
-  not checkable.
+* fixes: for the finding judged on each detected script, what the doctor's own verification
+  (``torchmem doctor --verify``: the fix applied to the script, which is re-run) recorded:
+  *verified* (growth fell, same exit code), *not verified* (the culprit still grows),
+  *crashed* (every valid edit made the script fail: withdrawn, the fix became advice),
+  *not checked* (why is given), or *advice* (no edit is valid for what the culprit holds,
+  e.g. ``with torch.no_grad():`` around a block, "register the hook once").
 
 CUDA-only scripts are skipped (and listed as such) on a machine without CUDA.
 
@@ -33,22 +31,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import json
-import os
-import re
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "doctor_corpus"))
 
-from judge import Entry, Result, cuda_available, load_manifest, run_corpus, run_doctor
+from judge import Entry, Result, cuda_available, load_manifest, run_corpus
 
 DEFAULT_CORPUS = ROOT / "tests" / "doctor_corpus"
 
@@ -75,9 +67,10 @@ def load_entries(corpus: Path) -> list[CorpusEntry]:
 
 @dataclasses.dataclass
 class FixCheck:
-    """What became of the fix the doctor offered for the judged finding."""
+    """What became of the fix the doctor offered for the judged finding, as the doctor's
+    own verification (``torchmem doctor --verify``) recorded it in the capture."""
 
-    status: str  # "none", "not checkable", "crash", "verified", "not verified"
+    status: str  # "none", "advice", "verified", "not verified", "crashed", "not checked"
     detail: str = ""
 
     @property
@@ -87,106 +80,23 @@ class FixCheck:
         return self.status + (f" ({self.detail})" if self.detail else "")
 
 
-_SNIPPET = re.compile(r"`([^`]+)`")
-_INSERT = re.compile(r"`([^`]+)`[^`]*?\bbefore line (\d+)")
-
-
-def _head(stmt: ast.stmt) -> str | None:
-    """What a statement changes: its assignment target or the callee (``losses.append``)."""
-    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        return " ".join(ast.unparse(t) for t in targets)
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        return ast.unparse(stmt.value.func)
-    return None
-
-
-def _statement_at(tree: ast.AST, line: int) -> ast.stmt | None:
-    """The innermost simple statement that spans ``line``."""
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and not hasattr(node, "body") and \
-                node.lineno <= line <= (node.end_lineno or node.lineno):
-            best = node
-    return best
-
-
-def _one_statement(code: str) -> ast.stmt | None:
-    try:
-        body = ast.parse(code).body
-    except SyntaxError:
-        return None
-    return body[0] if len(body) == 1 and _head(body[0]) is not None else None
-
-
-def patched_source(source: str, finding: dict[str, Any]) -> str | None:
-    """``source`` with the finding's fix applied, or None when it is not mechanical.
-
-    Two forms are mechanical: the first backticked statement rewrites the culprit's own
-    statement (same target or callee), or the fix says "`statement` before line N".
-    """
-    culprit = finding.get("culprit") or {}
-    fix = finding.get("fix") or ""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    lines = source.splitlines(keepends=True)
-    insert = _INSERT.search(fix)
-    if insert and _one_statement(insert.group(1)) is not None:
-        at = _statement_at(tree, int(insert.group(2)))
-        if at is None:
-            return None
-        first = lines[at.lineno - 1]
-        indent = first[:len(first) - len(first.lstrip())]
-        lines.insert(at.lineno - 1, indent + insert.group(1).strip() + "\n")
-        return "".join(lines)
-    snippets = _SNIPPET.findall(fix)
-    line = culprit.get("line")
-    if not line or not snippets:
-        return None
-    new = _one_statement(snippets[0])
-    old = _statement_at(tree, line)
-    if new is None or old is None or _head(new) != _head(old) or ast.dump(new) == ast.dump(old):
-        return None
-    first = lines[old.lineno - 1]
-    indent = first[:len(first) - len(first.lstrip())]
-    end = old.end_lineno or old.lineno
-    lines[old.lineno - 1:end] = [indent + snippets[0].strip() + "\n"]
-    return "".join(lines)
-
-
-def check_fix(res: Result, timeout: float) -> FixCheck:
-    """Apply the judged finding's fix to a copy of the script, run it, diagnose it again."""
+def fix_check(res: Result) -> FixCheck:
+    """The verification outcome of the judged finding's fix (read from the capture)."""
     finding = res.judged
     if finding is None or not finding.get("fix"):
         return FixCheck("none")
-    entry = res.entry
-    culprit = finding.get("culprit") or {}
-    patched = patched_source(entry.path.read_text(encoding="utf-8"), finding)
-    if patched is None:
-        return FixCheck("not checkable")
-    with tempfile.TemporaryDirectory(prefix="torchmem-fix-") as tmp:
-        copy = Path(tmp) / entry.script
-        copy.write_text(patched, encoding="utf-8")
-        env = dict(os.environ, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
-        try:
-            proc = subprocess.run([sys.executable, str(copy), *entry.script_args], cwd=tmp,
-                                  capture_output=True, text=True, timeout=timeout, env=env,
-                                  check=False)
-        except subprocess.TimeoutExpired:
-            return FixCheck("crash", "timed out")
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            return FixCheck("crash", f"exit {proc.returncode}: {last[:80]}")
-        fixed_entry = dataclasses.replace(entry, corpus_dir=Path(tmp))  # type: ignore[arg-type]
-        again = run_doctor(fixed_entry, timeout=timeout)
-    if again.error is not None:
-        return FixCheck("not verified", "doctor: " + again.error)
-    name = culprit.get("name")
-    if any((f.get("culprit") or {}).get("name") == name for f in again.findings):
-        return FixCheck("not verified", "still found")
-    return FixCheck("verified")
+    verification = finding.get("verification") or {}
+    status = verification.get("status")
+    if status is None:
+        if finding.get("edit"):
+            return FixCheck("not checked", "no verification recorded")
+        return FixCheck("advice")
+    tried = verification.get("tried") or []
+    if status == "verified":
+        return FixCheck("verified", f"after {len(tried)} crashed edit(s)" if tried else "")
+    if status == "crashed":
+        return FixCheck("crashed", "withdrawn: " + (verification.get("reason") or "")[:100])
+    return FixCheck(status, (verification.get("reason") or "")[:100])
 
 
 # -- table --------------------------------------------------------------------------------
@@ -238,10 +148,11 @@ def totals(results: list[Result], fixes: list[FixCheck]) -> dict[str, object]:
         "extra_findings": sum(
             sum(1 for f in r.findings if f is not r.judged) for r in leaky),
         "fixes_offered": sum(s != "none" for s in statuses),
-        "fixes_not_checkable": statuses.count("not checkable"),
-        "fixes_crashed": statuses.count("crash"),
+        "fixes_advice": statuses.count("advice"),
+        "fixes_crashed": statuses.count("crashed"),
         "fixes_verified": statuses.count("verified"),
         "fixes_not_verified": statuses.count("not verified"),
+        "fixes_not_checked": statuses.count("not checked"),
     }
 
 
@@ -267,9 +178,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="corpus directory with a manifest.json (default: tests/doctor_corpus)")
     parser.add_argument("--jobs", type=int, default=2, help="scripts run at a time (default 2)")
     parser.add_argument("--only", default="", help="comma-separated substrings of script names")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per script")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds per script, verification re-runs included")
     parser.add_argument("--no-fix-check", action="store_true",
-                        help="do not apply and re-run the fixes the doctor offers")
+                        help="run the doctor with --no-verify: do not re-run the scripts "
+                             "to prove the fixes")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
@@ -293,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{done[0]}/{len(entries)}] {res.entry.script} ({res.seconds:.0f}s)",
               file=sys.stderr, flush=True)
 
-    results = run_corpus(entries, jobs=args.jobs, timeout=args.timeout, on_result=progress)
-    fixes = [FixCheck("none") if args.no_fix_check or r.entry.healthy else check_fix(r, args.timeout)
+    results = run_corpus(entries, jobs=args.jobs, timeout=args.timeout, on_result=progress,
+                         verify=not args.no_fix_check)
+    fixes = [FixCheck("none") if args.no_fix_check or r.entry.healthy else fix_check(r)
              for r in results]
     wall = time.perf_counter() - started
 
@@ -309,8 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"extra findings    {t['extra_findings']}  (findings on leaky scripts besides the judged one)")
     if not args.no_fix_check:
         print(f"fixes offered     {t['fixes_offered']}: {t['fixes_verified']} verified, "
-              f"{t['fixes_not_verified']} applied but not verified, {t['fixes_crashed']} crash "
-              f"the script, {t['fixes_not_checkable']} not checkable (not a mechanical edit)")
+              f"{t['fixes_not_verified']} not verified, {t['fixes_crashed']} crashed (withdrawn), "
+              f"{t['fixes_not_checked']} not checked, {t['fixes_advice']} advice only (no valid edit)")
     print(f"errors            {t['errors']}")
     if skipped:
         print(f"skipped (no CUDA) {len(skipped)}: {', '.join(e.script for e in skipped)}")

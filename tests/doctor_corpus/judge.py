@@ -231,12 +231,18 @@ def run_doctor(entry: Entry, *, timeout: float = 300.0, extra_args: Iterable[str
 
 
 def run_corpus(entries: Iterable[Entry], *, jobs: int = 2, timeout: float = 300.0,
-               on_result: Callable[[Result], None] | None = None) -> list[Result]:
-    """Run the doctor on ``entries`` with ``jobs`` scripts at a time; results in input order."""
+               on_result: Callable[[Result], None] | None = None,
+               verify: bool = False) -> list[Result]:
+    """Run the doctor on ``entries`` with ``jobs`` scripts at a time; results in input order.
+
+    ``verify`` makes the doctor prove its fixes by re-running each script edited
+    (``--verify``); off by default (``--no-verify``): the diagnosis is what is judged here,
+    and a re-run costs about one more run per script."""
     entries = list(entries)
+    flag = ["--verify" if verify else "--no-verify"]
 
     def one(entry: Entry) -> Result:
-        res = run_doctor(entry, timeout=timeout)
+        res = run_doctor(entry, timeout=timeout, extra_args=flag)
         if on_result is not None:
             on_result(res)
         return res

@@ -59,6 +59,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="under torchrun: how long rank 0 waits for the other ranks' "
                              "captures to print one report for every rank (default: 60; "
                              "0: no merged report)")
+    verify = parser.add_mutually_exclusive_group()
+    verify.add_argument("--verify", dest="verify", action="store_true", default=None,
+                        help="prove each fix that is an edit: re-run the script with the edit "
+                             "applied and compare growth and exit code (default: on when the "
+                             "run took at most 60 s; each re-run costs about one more run)")
+    verify.add_argument("--no-verify", dest="verify", action="store_false",
+                        help="do not re-run the script to prove the fixes")
+    parser.add_argument("--edited-source", metavar="FILE", help=argparse.SUPPRESS)
     add_target_arguments(parser)
     return parser
 
@@ -84,6 +92,40 @@ def _live_phase(probe: Any, step: int) -> str:
     return f"doctor: next deep analysis at step {upcoming}"
 
 
+def _verified(probe: Any, result: Any, target: Any, args: argparse.Namespace,
+              stream: ReportStream, prog: str) -> list[Any]:
+    """The findings, each fix that is an edit proven by a re-run when verification is on
+    (see :mod:`torchmem.doctor.verify`); the script's own run is over and untouched."""
+    from torchmem.doctor.verify import Original, should_verify, verify_findings
+
+    findings = list(probe.findings)
+    if not any(f.edit is not None for f in findings) or \
+            not should_verify(args.verify, result.duration_s, probe.deep) or \
+            result.outcome in ("interrupt", "terminated"):
+        return findings
+    original = Original(target=target, script_file=_script_file(target),
+                        exit_code=result.exit_code, error=result.error, growth=probe.growth,
+                        steps=len(result.steps), max_steps=args.steps,
+                        duration_s=result.duration_s)
+    say = (lambda msg: None) if args.quiet else (lambda msg: stream.say(f"{prog}: {msg}"))
+    return verify_findings(findings, original, say)
+
+
+def _script_file(target: Any) -> str:
+    """The file whose source ran as the script."""
+    import os
+
+    from torchmem.doctor.target import load_target
+
+    if target.path is not None:
+        path = os.path.abspath(target.path)
+        return os.path.join(path, "__main__.py") if os.path.isdir(path) else path
+    try:
+        return load_target(target).filename
+    except Exception:  # noqa: BLE001 - the module cannot be found again: nothing to verify
+        return ""
+
+
 def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
     """Run ``torchmem doctor`` with ``argv``; return the script's exit code."""
     parser = build_parser(prog)
@@ -105,6 +147,8 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
                              "lacks; expected torchmem.report.html",
                              tip="use --json FILE and 'torchmem report FILE --html OUT'") from None
 
+    if args.edited_source is not None:
+        target.source_file = args.edited_source
     check_target(target)
     json_out = output("--json", args.json, rank_path)
     html_out = output("--html", args.html, rank_path)
@@ -131,7 +175,8 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
 
     top, roles, modules = census_summary(probe.census)
     notes = list(probe.notes) + [g.reason for g in probe.growth if g.verdict == "undecided"]
-    capture = result.to_capture("torchmem doctor", findings=probe.findings, growth=probe.growth,
+    findings = _verified(probe, result, target, args, stream, prog)
+    capture = result.to_capture("torchmem doctor", findings=findings, growth=probe.growth,
                                 top_storages=top, bytes_by_role=roles,
                                 bytes_by_module=modules, notes=notes)
     if not args.quiet:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from torchmem.doctor import edits as fix_edit
 from torchmem.doctor.culprit import PathStats, Snapshot
 from torchmem.doctor.fixes import TITLES, fix_for
 from torchmem.doctor.source import Statement, best_statement, find_statements
@@ -331,14 +332,17 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             cause = "hidden_state_chain"
         scalar = stats.example is not None and stats.example.startswith("() ")
         hooks = want == "hook"
-        fix = fix_for(cause, path, stmt, scalar=scalar or stats.chain_numel == 1,
-                      is_tuple=stats.type in ("tuple", "list"), has_graph=stats.grad_tensors > 0,
-                      hook=hooks)
+        path_fix = fix_edit.path_fix(
+            cause, path, stmt, holds=stats.holds, culprit_type=stats.type,
+            has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
+            is_tuple=stats.type in ("tuple", "list"), hook=hooks)
+        fix = path_fix.text
         culprit = Culprit(name=path, kind=_kind(stats), file=stmt.file if stmt else stats.file,
                           line=stmt.line if stmt else None, code=stmt.code if stmt else None,
                           function=stmt.function if stmt else stats.function, type=stats.type)
         rate = max(sig["bytes"], 0.0)
-        if cause == "eval_graph" and stmt is not None and stmt.value and stmt.value.isidentifier():
+        if cause == "eval_graph" and stmt is not None and stmt.value and stmt.value.isidentifier() \
+                and path_fix.proposal.edit is None:
             # name the forward that built the graph: the assignment of the kept name
             found = [s for s in find_statements(stmt.value, [stmt.file]) if s.function == stmt.function]
             forward = best_statement(found, "chain")
@@ -362,7 +366,9 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
             evidence=tuple(_evidence_lines(cause, stats, sig, first_step, last_step)),
-            data=data, fix=fix, confidence="high" if stmt is not None else "medium"))
+            data=data, fix=fix, confidence="high" if stmt is not None else "medium",
+            fix_kind=path_fix.kind, edit=path_fix.proposal.edit,
+            alternatives=path_fix.proposal.edits[1:]))
     memory = [f for f in findings]
     if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":
         f = memory[0]
@@ -495,5 +501,6 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     by_device = {g.device: g for g in growth}
     findings = _path_findings(ev, by_device) + _cycle_findings(ev) + _grad_findings(ev)
     findings += _cuda_findings(ev, ev.steps)
+    findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))
     return findings

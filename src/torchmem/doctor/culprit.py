@@ -32,6 +32,7 @@ Known limitations:
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sys
 import types
@@ -131,6 +132,8 @@ class PathStats:
         chain_numel: ``numel`` of that tensor.
         hooks: hook functions held (for module hook dicts).
         example: shape and dtype of the largest tensor reached, e.g. ``(64, 512) float32``.
+        holds: what the object is made of, for the fix's validity (see :func:`value_kinds`):
+            the kinds of a container's last values, or a tensor's own kind.
     """
 
     path: str
@@ -155,6 +158,7 @@ class PathStats:
     chain_numel: int = 0
     hooks: int = 0
     example: str | None = None
+    holds: tuple[str, ...] = ()
     _example_bytes: int = 0
 
     @property
@@ -166,6 +170,42 @@ class PathStats:
     def pinned_bytes(self) -> int:
         """Storage bytes the tensors here keep alive but do not use (views of bigger storages)."""
         return max(0, self.storage_bytes - self.used_bytes)
+
+
+#: values of a container whose kinds :func:`value_kinds` reads (the last ones: growth appends)
+_KINDS_SAMPLE = 32
+
+
+def _value_kind(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return "0-dim tensor" if value.dim() == 0 else "tensor"
+    if isinstance(value, (bool, int, float, complex)):
+        return "number"
+    if value is None:
+        return "None"
+    if isinstance(value, (list, tuple, dict, set, frozenset, deque)):
+        return type(value).__name__
+    return "object"
+
+
+def value_kinds(obj: Any) -> tuple[str, ...]:
+    """The sorted kinds of what ``obj`` holds: ``0-dim tensor``, ``tensor``, ``number``,
+    ``None``, a container type name or ``object``, for a container's last values; the
+    kind of ``obj`` itself otherwise (a fix may call ``.item()`` only on 0-dim tensors)."""
+    try:
+        if isinstance(obj, dict):
+            values = list(itertools.islice(reversed(obj.values()), _KINDS_SAMPLE))
+        elif isinstance(obj, (list, tuple)):
+            values = list(obj[-_KINDS_SAMPLE:])
+        elif isinstance(obj, deque):
+            values = list(itertools.islice(reversed(obj), _KINDS_SAMPLE))
+        elif isinstance(obj, (set, frozenset)):
+            values = list(itertools.islice(obj, _KINDS_SAMPLE))
+        else:
+            return (_value_kind(obj),)
+        return tuple(sorted({_value_kind(v) for v in values}))
+    except Exception:  # noqa: BLE001 - an odd container: no evidence
+        return ()
 
 
 @dataclass
@@ -273,6 +313,7 @@ class _Walker:
                           **extra)
         if isinstance(obj, (list, tuple, dict, set, frozenset, deque)):
             stats.items = len(obj)
+        stats.holds = value_kinds(obj)
         self.snap.paths[path] = stats
         return stats
 

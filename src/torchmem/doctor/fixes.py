@@ -10,8 +10,13 @@ from __future__ import annotations
 import re
 
 from torchmem.doctor.source import Statement
+from torchmem.model.capture import FixEdit
 
-__all__ = ["fix_for", "TITLES"]
+__all__ = ["fix_for", "edit_text", "advice_text", "TITLES", "EDITED_CAUSES"]
+
+#: causes whose fix can be an edit of the statement that stores the value
+EDITED_CAUSES = frozenset({"retained_graph", "backward_flags_graph", "eval_graph",
+                           "view_pins_storage", "hidden_state_chain"})
 
 #: human title per cause
 TITLES: dict[str, str] = {
@@ -120,3 +125,57 @@ def fix_for(cause: str, name: str, stmt: Statement | None, *, scalar: bool = Fal
         return ("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and keep tensor shapes "
                 "stable between steps (pad variable-length batches to a few bucket sizes)")
     return ""
+
+
+def _where(stmt: Statement) -> str:
+    """``line N: `code``` when the line is a whole statement, else ``line N``."""
+    import ast
+
+    try:
+        ast.parse(stmt.code)
+    except SyntaxError:
+        return f"line {stmt.line}"
+    return f"line {stmt.line}: `{stmt.code}`"
+
+
+def edit_text(cause: str, edit: FixEdit, *, alternative: FixEdit | None = None) -> str:
+    """The fix sentence for an edit, showing the whole edited statement.
+
+    Example:
+        >>> from torchmem.model.capture import FixEdit
+        >>> e = FixEdit("t.py", 3, 3, "    losses.append(loss)\n", "    losses.append(loss.item())\n",
+        ...             "losses.append(loss.item())", "store `loss.item()` instead of `loss`")
+        >>> edit_text("retained_graph", e)
+        'store a number, not the graph: `losses.append(loss.item())`'
+    """
+    stmt = edit.statement
+    if cause == "hidden_state_chain":
+        return (f"cut the graph between steps: `{stmt}` before line {edit.first_line} "
+                f"(so this step keeps its gradient and the previous steps' graphs are freed)")
+    if cause == "view_pins_storage":
+        return f"copy the small piece so the big storage can be freed: `{stmt}`"
+    other = f" (or `{alternative.statement}` to keep a tensor)" if alternative is not None else ""
+    if ".item()" in edit.change:
+        text = f"store a number, not the graph: `{stmt}`{other}"
+    else:
+        text = f"keep the values, not the graph: `{stmt}`"
+    if cause == "backward_flags_graph":
+        text += ("; and drop `retain_graph=True`/`create_graph=True` unless you backpropagate "
+                 "twice through the same graph")
+    if cause == "eval_graph":
+        text += "; better, run the evaluation under `with torch.no_grad():`"
+    return text
+
+
+def advice_text(cause: str, name: str, stmt: Statement | None, refusal: str | None,
+                **kwargs: bool) -> str:
+    """The fix as advice (no edit is valid), with the statement it concerns and why no
+    edit is proposed."""
+    if cause not in EDITED_CAUSES:
+        return fix_for(cause, name, stmt, **kwargs)
+    text = fix_for(cause, name, None, **kwargs)
+    if stmt is not None:
+        text += f" ({_where(stmt)})"
+    if refusal:
+        text += f"; no one-line edit: {refusal}"
+    return text

@@ -34,6 +34,9 @@ class Target:
     path: str | None = None
     module: str | None = None
     args: list[str] = field(default_factory=list)
+    #: run this file's source as the script's (same ``__file__``, ``sys.path[0]`` and
+    #: tracebacks' file name): how the doctor re-runs a script with a fix applied
+    source_file: str | None = None
 
     @property
     def display(self) -> str:
@@ -77,7 +80,15 @@ def _compile(source: bytes, filename: str, shown: str) -> CodeType:
         raise InputError(f"{shown} is not a Python source file: {err}") from None
 
 
-def _load_path(path: str) -> LoadedTarget:
+def _read_source(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror}") from None
+
+
+def _load_path(path: str, source_file: str | None = None) -> LoadedTarget:
     shown = path
     if not os.path.exists(path):
         raise InputError(f"script not found: {shown}", tip="check the path; run from the script's folder")
@@ -95,13 +106,15 @@ def _load_path(path: str) -> LoadedTarget:
             source = fh.read()
     except OSError as err:
         raise InputError(f"cannot read {shown}: {err.strerror}") from None
+    if source_file is not None:
+        source = _read_source(source_file)
     code = _compile(source, filename, shown)
     attrs = {"__file__": filename, "__cached__": None, "__spec__": None,
              "__package__": None, "__loader__": None}
     return LoadedTarget(code, argv0=path, filename=filename, sys_path0=sys_path0, main_attrs=attrs)
 
 
-def _load_module(name: str) -> LoadedTarget:
+def _load_module(name: str, source_file: str | None = None) -> LoadedTarget:
     if not name or name.startswith("."):
         raise ScriptError(f"invalid module name {name!r}; expected an absolute name like pkg.train")
     cwd = os.getcwd()
@@ -133,6 +146,8 @@ def _load_module(name: str) -> LoadedTarget:
     if code is None:
         raise ScriptError(f"module {name!r} has no Python code to run")
     origin = spec.origin or name
+    if source_file is not None:
+        code = _compile(_read_source(source_file), origin, origin)
     attrs = {"__file__": origin, "__cached__": getattr(spec, "cached", None), "__spec__": spec,
              "__package__": spec.parent, "__loader__": spec.loader}
     return LoadedTarget(code, argv0=origin, filename=origin, sys_path0=cwd, main_attrs=attrs)
@@ -148,5 +163,5 @@ def load_target(target: Target) -> LoadedTarget:
     if (target.path is None) == (target.module is None):
         raise ScriptError("expected exactly one of a script path or -m module")
     if target.path is not None:
-        return _load_path(target.path)
-    return _load_module(target.module or "")
+        return _load_path(target.path, target.source_file)
+    return _load_module(target.module or "", target.source_file)

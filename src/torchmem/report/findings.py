@@ -82,6 +82,34 @@ def analysis_failures(capture: Capture) -> list[str]:
     return [n.split(":", 1)[1].strip() for n in capture.notes if n.startswith(_FAILURE_NOTES)]
 
 
+def fix_label(f: Finding) -> str:
+    """``fix`` for an edit (or a capture written before fixes were edits), ``advice`` when
+    no edit was valid for what the culprit holds or the edit was withdrawn."""
+    return "advice" if f.fix_kind == "advice" else "fix"
+
+
+def verification_text(f: Finding) -> str | None:
+    """One line saying what re-running the script with the fix applied showed, built from
+    the recorded numbers (the growth is the growth verdict's number, formatted as the
+    headline formats it); None when the fix was not verified at all."""
+    v = f.verification
+    if v is None:
+        return None
+    def rate(x: float | None) -> str:
+        return "?" if x is None else f"{format_bytes(x)}/step"
+    cost = f" [re-run: {v.seconds:.1f} s]" if v.seconds else ""
+    tried = "".join(f"; tried first: {t}" for t in v.tried)
+    if v.status == "verified":
+        left = v.reason[v.reason.find("; `"):] if "; `" in v.reason else ""  # what still grows
+        return (f"verified: growth fell from {rate(v.bytes_per_step_before)} to "
+                f"{rate(v.bytes_per_step_after)}, the edited script ran to the end "
+                f"({v.steps_after} steps) with the same exit code ({v.exit_code_after})"
+                f"{left}{tried}{cost}")
+    if v.status == "crashed":
+        return f"fix withdrawn: {v.reason}{tried}{cost}"
+    return f"{v.status}: {v.reason}{tried}{cost}"
+
+
 def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
     """(text, style) lines of one finding."""
     end = f.data.get("end_step") if isinstance(f.data, dict) else None
@@ -112,7 +140,11 @@ def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
     for sentence in f.evidence:
         lines.append((f"    - {sentence}", ""))
     if f.fix:
-        lines.append((f"    fix: {f.fix}", "green"))
+        lines.append((f"    {fix_label(f)}: {f.fix}", "green"))
+    checked = verification_text(f)
+    if checked:
+        ok = f.verification is not None and f.verification.status == "verified"
+        lines.append((f"    {checked}", "green" if ok else "yellow"))
     lines.append((f"    cause: {f.cause}, confidence {f.confidence}", "dim"))
     return lines
 

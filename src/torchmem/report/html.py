@@ -113,7 +113,25 @@ def _finding_view(rank: int, finding: Finding) -> dict[str, Any]:
         "where": _where(finding),
         "known_cause": finding.cause in CAUSES,
         "data": sorted((str(k), _plain(v)) for k, v in finding.data.items()),
+        "fix_label": _fix_label(finding),
+        "verification": _verification(finding),
     }
+
+
+def _fix_label(finding: Finding) -> str:
+    try:
+        from torchmem.report.findings import fix_label
+    except ImportError:  # pragma: no cover - findings.py ships with torchmem
+        return "fix"
+    return fix_label(finding)
+
+
+def _verification(finding: Finding) -> str | None:
+    try:
+        from torchmem.report.findings import verification_text
+    except ImportError:  # pragma: no cover - findings.py ships with torchmem
+        return None
+    return verification_text(finding)
 
 
 def _plain(value: Any) -> str:
