@@ -46,6 +46,7 @@ from torchmem.doctor.roots import (
     owned_storages,
     read_locals,
 )
+from torchmem.doctor.unreached import LeafNames, measure_unreached, named_modules
 from torchmem.doctor.walker import _Walker
 
 __all__ = ["PathStats", "Snapshot", "take_snapshot", "owned_storages", "frame_chain",
@@ -55,7 +56,9 @@ __all__ = ["PathStats", "Snapshot", "take_snapshot", "owned_storages", "frame_ch
 def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[str, Any] | None,
                   is_user: Callable[[str], bool], *, max_objects: int = 300_000,
                   max_nodes: int = 200_000,
-                  outermost: Callable[[types.FrameType], bool] | None = None) -> Snapshot:
+                  outermost: Callable[[types.FrameType], bool] | None = None,
+                  samples: dict[str, list[Any]] | None = None,
+                  leaf_names: LeafNames | None = None) -> Snapshot:
     """Measure every named path reachable from the user's variables at this boundary.
 
     Args:
@@ -66,6 +69,11 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
         max_objects: stop after this many objects.
         max_nodes: stop after this many autograd nodes.
         outermost: the last frame of the chain to walk (see :func:`frame_chain`).
+        samples: when given, filled with weak references to a few tensors per path
+            (path -> refs), to tell at the next snapshot what each path kept
+            (:attr:`PathStats.survived`).
+        leaf_names: when given, the live tensors no path reaches are measured too
+            (:attr:`Snapshot.unreached`); leaves recorded there are named.
 
     Returns:
         A :class:`Snapshot` (plain data only).
@@ -78,6 +86,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
 
     t0 = time.perf_counter()
     w = _Walker(step, is_user, max_objects, max_nodes)
+    w.samples = samples
     frames = frame_chain(frame, is_user, outermost)
     namespaces: list[tuple[list[tuple[str, Any]], str, str, str]] = []
     for f in frames:
@@ -120,6 +129,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
                 if inner:
                     w.owned.update(owned_storages(inner))
     w.snap.owned_bytes = sum(w.owned.values())
+    modules = named_modules(namespaces)
     try:
         for items, kind, function, file in namespaces:
             for name, value in items:
@@ -128,11 +138,21 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
             w.walk_root(name, hooks, "hook", "<module>", None)
             if name in w.snap.paths:
                 w.snap.paths[name].hooks += len(hooks)
+        for name, module, function, file in modules:
+            for pname, p in module.named_parameters():
+                g = p.grad
+                if g is not None and g.grad_fn is not None:
+                    w.walk_grad(f"{name}.{pname}.grad", g, function, file)
+                del g
+        if leaf_names is not None:
+            w.snap.unreached = measure_unreached(w.storages, w.owned, leaf_names,
+                                                 [(n, m) for n, m, _, _ in modules], w.seen)
     finally:
         w.keep.clear()
         w.node_keep.clear()
         namespaces.clear()
         tops.clear()
         frames.clear()
+        modules.clear()
     w.snap.elapsed_s = time.perf_counter() - t0
     return w.snap

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["PathStats", "Snapshot"]
+__all__ = ["PathStats", "Snapshot", "Unreached"]
 
 
 @dataclass
@@ -16,7 +16,8 @@ class PathStats:
 
     Attributes:
         path: the expression as the user writes it (``self.history``).
-        kind: ``local``, ``global``, ``attribute``, ``container``, ``closure`` or ``hook``.
+        kind: ``local``, ``global``, ``attribute``, ``container``, ``closure``, ``hook``
+            or ``grad`` (the ``.grad`` of a parameter that carries a ``grad_fn``).
         type: type name of the object at the path.
         depth: 0 for a variable, +1 per attribute/key/closure hop.
         root: the variable the path starts from.
@@ -37,6 +38,12 @@ class PathStats:
         chain_numel: ``numel`` of that tensor.
         hooks: hook functions held (for module hook dicts).
         example: shape and dtype of the largest tensor reached, e.g. ``(64, 512) float32``.
+        passes: the most graph edges into one leaf (``AccumulateGrad``) among the graphs
+            walked here: how many forward passes through the same parameter they hold
+            (1 for one step's graph, k for graphs chained over k steps).
+        survived: of the tensors sampled at this path at the previous snapshot, the share
+            still alive now (None: nothing was sampled). 0 means everything it held then
+            was released: it was emptied or rebound, not kept.
     """
 
     path: str
@@ -61,6 +68,8 @@ class PathStats:
     chain_numel: int = 0
     hooks: int = 0
     example: str | None = None
+    passes: int = 0
+    survived: float | None = None
     _example_bytes: int = 0
 
     @property
@@ -85,6 +94,8 @@ class Snapshot:
         objects: objects walked; ``nodes``: graph nodes walked.
         truncated: the walk stopped at its budget.
         elapsed_s: time the walk took.
+        unreached: live tensors that no walked path and no owned memory reaches (see
+            :class:`Unreached`); None when not measured.
     """
 
     step: int
@@ -94,3 +105,33 @@ class Snapshot:
     nodes: int = 0
     truncated: bool = False
     elapsed_s: float = 0.0
+    unreached: Unreached | None = None
+
+
+@dataclass
+class Unreached:
+    """Live tensors no variable of the script reaches, at one step boundary (plain data).
+
+    Attributes:
+        tensor_bytes: bytes of every live tensor storage the gc scan sees (plus
+            gradients), reached or not: the script's tensor memory.
+        tensors, bytes: storages that no walked path and no owned memory reaches.
+        grad_cycles: of those, leaf tensors whose ``.grad`` carries a ``grad_fn``: the
+            cycle ``tensor -> .grad -> grad_fn -> ... -> tensor`` that
+            ``backward(create_graph=True)`` makes inside autograd, which neither
+            reference counting nor ``gc`` frees.
+        grad_cycle_bytes: bytes of those leaves and their gradients.
+        grad_cycle_names: the names those leaves had where ``backward()`` ran -> count.
+        param_grads: parameter path -> (bytes of its gradient, layout), for the
+            script's top-level modules.
+        gc_objects: objects the garbage collector tracks.
+    """
+
+    tensor_bytes: int = 0
+    tensors: int = 0
+    bytes: int = 0
+    grad_cycles: int = 0
+    grad_cycle_bytes: int = 0
+    grad_cycle_names: dict[str, int] = field(default_factory=dict)
+    param_grads: dict[str, tuple[int, str]] = field(default_factory=dict)
+    gc_objects: int = 0

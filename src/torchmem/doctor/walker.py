@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
+import weakref
 from collections import deque
 from typing import Any, Callable
 
@@ -53,6 +54,8 @@ def _fast_key(t: torch.Tensor) -> int | None:
 
 
 _TRACK_DEPTH = 3
+#: tensors sampled per path (weakly) to tell, at the next snapshot, whether it kept them
+_SAMPLES_PER_PATH = 4
 
 
 def _class_file(cls: type) -> str | None:
@@ -84,6 +87,10 @@ class _Walker:
         self.node_keep: list[Any] = []
         self.owned: dict[int, int] = {}
         self.ancestors: list[PathStats] = []
+        #: path -> weak references to the first tensors first reached through it (set
+        #: ``samples`` to a dict to collect them; see :attr:`PathStats.survived`)
+        self.samples: dict[str, list[Any]] | None = None
+        self._leaf_type: type | None = None
 
     # -- bookkeeping ------------------------------------------------------------
     def _stats(self, path: str, kind: str, obj: Any, depth: int, root: str, **extra: Any) -> PathStats:
@@ -110,6 +117,8 @@ class _Walker:
             self._add(tracked, "tensors", 1)
             self._add(tracked, "storage_bytes", nbytes)
             self._add(tracked, "used_bytes", min(used, nbytes))
+            if self.samples is not None:
+                self._sample(t, tracked)
             for s in tracked:
                 if nbytes > s._example_bytes:
                     s._example_bytes = nbytes
@@ -123,11 +132,34 @@ class _Walker:
                     s.max_chain = reached
                     s.chain_numel = t.numel()
 
+    def _sample(self, t: torch.Tensor, tracked: list[PathStats]) -> None:
+        """Keep a weak reference to ``t`` for the paths that still want samples."""
+        samples = self.samples
+        assert samples is not None
+        ref = None
+        for s in tracked:
+            refs = samples.setdefault(s.path, [])
+            if len(refs) < _SAMPLES_PER_PATH:
+                if ref is None:
+                    try:
+                        ref = weakref.ref(t)
+                    except TypeError:  # a tensor type without weak references
+                        return
+                refs.append(ref)
+
+    def _is_leaf_node(self, node: Any) -> bool:
+        """True for ``AccumulateGrad`` (the node a graph accumulates a leaf's gradient in)."""
+        cls = type(node)
+        if self._leaf_type is None and cls.__name__ == "AccumulateGrad":
+            self._leaf_type = cls
+        return cls is self._leaf_type
+
     def _graph(self, root: Any, tracked: list[PathStats]) -> int:
         """Walk the graph under ``root`` (nodes not seen yet); return the new nodes."""
         queue = [root]
         new = 0
         saved = live = freed = 0
+        into_leaf: dict[int, int] = {}
         while queue:
             node = queue.pop()
             nid = id(node)
@@ -158,13 +190,36 @@ class _Walker:
             del found
             for edge in _next_functions(node):
                 nxt = edge[0] if isinstance(edge, tuple) and edge else None
+                if nxt is not None and self._is_leaf_node(nxt):
+                    into_leaf[id(nxt)] = into_leaf.get(id(nxt), 0) + 1
                 if nxt is not None and id(nxt) not in self.nodes_seen:
                     queue.append(nxt)
         self._add(tracked, "graph_nodes", new)
         self._add(tracked, "saved_bytes", saved)
         self._add(tracked, "live_nodes", live)
         self._add(tracked, "freed_nodes", freed)
+        passes = max(into_leaf.values(), default=0)
+        for s in tracked:
+            if passes > s.passes:
+                s.passes = passes
         return new
+
+    def walk_grad(self, path: str, grad: torch.Tensor, function: str | None,
+                  file: str | None) -> None:
+        """Measure the graph a parameter's ``.grad`` carries (``backward(create_graph=True)``).
+
+        The gradient's storage is owned memory; its ``grad_fn`` graph is not: it is what
+        ``net.weight.grad`` keeps alive, and it chains every step whose gradient was
+        accumulated into it.
+        """
+        fn = grad.grad_fn
+        if fn is None or id(grad) in self.seen:
+            return
+        stats = self._stats(path, "grad", grad, 0, path, function=function, file=file)
+        stats.tensors = stats.grad_tensors = 1
+        stats.example = f"{tuple(grad.shape)} {str(grad.dtype).replace('torch.', '')}"
+        reached = self._graph(fn, [stats])
+        stats.max_chain, stats.chain_numel = reached, grad.numel()
 
     # -- the object walk ------------------------------------------------------------
     def walk_root(self, name: str, obj: Any, kind: str, function: str | None,
