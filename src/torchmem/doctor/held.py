@@ -127,7 +127,8 @@ def grad_cycle_findings(snaps: Sequence[Snapshot], create_graph_site: tuple[str,
               "names": dict(names), "bytes_measure": "tensor_storage"})]
 
 
-def grad_path_finding(stats: PathStats, site: tuple[str, int, str] | None) -> tuple[Culprit, str, str]:
+def grad_path_finding(stats: PathStats,
+                      site: tuple[str, int, str] | None) -> tuple[Culprit, str, str]:
     """Culprit, fix and one evidence line for a parameter's ``.grad`` whose graph grows."""
     param = stats.path[: -len(".grad")] if stats.path.endswith(".grad") else stats.path
     culprit = Culprit(name=stats.path, kind="attribute", file=site[0] if site else stats.file,
@@ -210,9 +211,11 @@ def untracked_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
         f"Python objects tracked by gc: {first.gc_objects} at step {first_step}, "
         f"{last.gc_objects} at step {last_step} ({objects_per_step:+.1f} per step)",
     ]
-    data: dict[str, Any] = {"heap_bytes_per_step": heap, "tensor_bytes_per_step": round(tensors_per_step, 1),
+    data: dict[str, Any] = {"heap_bytes_per_step": heap,
+                            "tensor_bytes_per_step": round(tensors_per_step, 1),
                             "gc_objects_per_step": round(objects_per_step, 1),
-                            "tensor_bytes": [last.tensor_bytes], "snapshot_steps": [s for s, _ in series],
+                            "tensor_bytes": [last.tensor_bytes],
+                            "snapshot_steps": [s for s, _ in series],
                             "bytes_measure": "heap"}
     calls = sorted(((n, c) for n, c in call_steps.items() if c >= MIN_CALL_SHARE * steps),
                    key=lambda nc: -nc[1])  # stable: WATCHED order among equal counts

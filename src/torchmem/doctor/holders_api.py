@@ -107,11 +107,13 @@ def _children(obj: Any, path: str, in_graph: bool = False) -> Iterator[tuple[Any
                     yield variable, f"{path}.grad_fn", "graph", "a leaf its graph accumulates into"
                     continue
                 for t in read_saved(node).tensors:
-                    yield t, f"{path}.grad_fn", "graph", f"saved for backward by {type(node).__name__}"
+                    yield t, f"{path}.grad_fn", "graph", \
+                        f"saved for backward by {type(node).__name__}"
         return
     if isinstance(obj, dict):
         for key, value in list(obj.items()):
-            shown = repr(key) if isinstance(key, (str, int, float, bool, tuple)) else f"<{type(key).__name__}>"
+            plain = isinstance(key, (str, int, float, bool, tuple))
+            shown = repr(key) if plain else f"<{type(key).__name__}>"
             yield value, f"{path}[{shown}]", "item", ""
         return
     if isinstance(obj, (list, tuple, deque)):
@@ -182,7 +184,8 @@ def _children(obj: Any, path: str, in_graph: bool = False) -> Iterator[tuple[Any
             attrs[name] = getattr(obj, name, None)
     for name, value in attrs.items():
         if isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
-            if not (isinstance(obj, torch.nn.Module) and name in ("_parameters", "_buffers", "_modules")):
+            if not (isinstance(obj, torch.nn.Module)
+                    and name in ("_parameters", "_buffers", "_modules")):
                 yield value, f"{path}.{name}", "attribute", ""
 
 
@@ -194,10 +197,10 @@ def _locals(frame: types.FrameType) -> dict[str, Any]:
 
 def _roots(frame: types.FrameType | None) -> list[tuple[dict[str, Any], str, str | None, str]]:
     """(namespace, kind, file, function) from the caller outwards, then the modules."""
+    import sysconfig
+
     from torchmem.doctor.roots import _user_modules
     from torchmem.doctor.steps import UserFrames
-
-    import sysconfig
 
     libs = tuple(p for p in {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")} if p)
     frames = UserFrames()
