@@ -178,12 +178,15 @@ def _path_trend(snaps: Sequence[Snapshot], path: str) -> dict[str, float] | None
     return None
 
 
-def _released(stats: PathStats, sig: dict[str, float]) -> bool:
+def _released(stats: PathStats, sig: dict[str, float], one_step: Sequence[float] = ()) -> bool:
     """True when nothing the path held at the previous snapshot is still alive, and what it
     holds now is consumed or one step's worth: not accumulation.
 
-    * a container (an episode's list of log-probabilities) emptied or rebound since, whose
-      graphs were all backpropagated (no node still holds its saved tensors);
+    * a container (an episode's list of log-probabilities) whose content never outlived a
+      step (``one_step``: at every snapshot where it was measured, none of what it held
+      was alive at the next step boundary: filled and consumed within a step) and whose
+      graphs were all backpropagated (no node holds its saved tensors); a list that keeps
+      each step's loss until the epoch ends is not released;
     * one tensor rebound each step (``G = G.mean()``) whose count only seemed to grow
       because the snapshots fell on different phases, and whose graph holds one forward
       pass (a chain over k steps holds k passes through the same parameters).
@@ -191,7 +194,7 @@ def _released(stats: PathStats, sig: dict[str, float]) -> bool:
     if stats.survived is None or stats.survived > 0 or stats.kind == "grad":
         return False
     if stats.items is not None:
-        return stats.live_nodes == 0
+        return bool(one_step) and not any(one_step) and stats.live_nodes == 0
     return bool(sig.get("resets")) and stats.passes <= 1
 
 
@@ -201,7 +204,9 @@ def _growing_paths(snaps: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for path, stats in snaps[-1].paths.items():
         trend = _path_trend(snaps, path)
-        if trend is not None and not _released(stats, trend):
+        one_step = [p.survived_next for p in (s.paths.get(path) for s in snaps)
+                    if p is not None and p.survived_next is not None]
+        if trend is not None and not _released(stats, trend, one_step):
             out[path] = trend
     return out
 

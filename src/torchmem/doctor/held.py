@@ -161,17 +161,21 @@ def merge_grad_findings(findings: list[Finding]) -> list[Finding]:
     return [merged if f is keep else f for f in findings if f not in grads or f is keep]
 
 
-def _steady_items(snaps: Sequence[Snapshot]) -> list[str]:
-    """Paths whose item count grew in each of the last two intervals (Python containers)."""
-    if len(snaps) < 3:
+def _paths_grew(snaps: Sequence[Snapshot]) -> list[str]:
+    """Paths whose items, tensors or graph nodes grew from the first snapshot to the last
+    (any rate a path finding would weigh): Python-side growth, even if it is not steady."""
+    if len(snaps) < 2:
         return []
-    a, b, c = snaps[-3], snaps[-2], snaps[-1]
+    first, last = snaps[0], snaps[-1]
+    span = max(last.step - first.step, 1)
     out = []
-    for path, stats in c.paths.items():
-        pa, pb = a.paths.get(path), b.paths.get(path)
-        if pa is None or pb is None or stats.items is None:
+    for path, stats in last.paths.items():
+        before = first.paths.get(path)
+        if before is None:
             continue
-        if (pa.items or 0) < (pb.items or 0) < stats.items:
+        if ((stats.items or 0) - (before.items or 0)) / span >= 0.05 \
+                or (stats.tensors - before.tensors) / span >= 0.05 \
+                or (stats.graph_nodes - before.graph_nodes) / span >= 0.5:
             out.append(path)
     return out
 
@@ -193,7 +197,7 @@ def untracked_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
     if growth.bytes_per_step < MIN_UNTRACKED_PER_STEP or growth.r2 < MIN_UNTRACKED_R2:
         return []
     series = _with(snaps)
-    if len(series) < 2 or _steady_items([s for s in snaps if s.paths]):
+    if len(series) < 2 or _paths_grew([s for s in snaps if s.paths]):
         return []
     (first_step, first), (last_step, last) = series[0], series[-1]
     span = max(last_step - first_step, 1)

@@ -44,6 +44,8 @@ class PathStats:
         survived: of the tensors sampled at this path at the previous snapshot, the share
             still alive now (None: nothing was sampled). 0 means everything it held then
             was released: it was emptied or rebound, not kept.
+        survived_next: the same share one step later (at the next step boundary): 0 means
+            what it held lived for one step at most (a per-step buffer).
     """
 
     path: str
@@ -70,6 +72,7 @@ class PathStats:
     example: str | None = None
     passes: int = 0
     survived: float | None = None
+    survived_next: float | None = None
     _example_bytes: int = 0
 
     @property

@@ -185,6 +185,12 @@ class DoctorProbe(Probe):
         self._reset_step_counters()
         if not self.deep:
             return
+        snaps = ev.snapshots
+        if self._samples and snaps and snaps[-1].step == step - 1:
+            for path, refs in self._samples.items():  # one step later: what survived?
+                stats = snaps[-1].paths.get(path)
+                if stats is not None and refs:
+                    stats.survived_next = sum(r() is not None for r in refs) / len(refs)
         if self._grad_state is not None and self._grad_state[0] == step - 1:
             self._finish_grad_check(step, backward, zero, frame)
         last = run.max_steps is not None and step >= run.max_steps
