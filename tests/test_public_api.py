@@ -24,3 +24,12 @@ def test_import_is_light():
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_holders_is_public_and_lazy():
+    assert "holders" in torchmem.__all__ and "Holder" in torchmem.__all__
+    code = ("import sys, torchmem; torchmem.holders; "
+            "print('torchmem.doctor.holders_api' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+    assert callable(torchmem.holders) and torchmem.Holder.__name__ == "Holder"

@@ -71,6 +71,8 @@ _LAZY: dict[str, str] = {
     # diagnose inside a running program
     "DoctorSession": "torchmem.doctor.session",
     "leak_check": "torchmem.doctor.session",
+    "holders": "torchmem.doctor.holders_api",
+    "Holder": "torchmem.doctor.holders_api",
     # scale
     "compare_ranks": "torchmem.dist.ranks",
     "RankReport": "torchmem.model.ranks",

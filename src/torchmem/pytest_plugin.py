@@ -44,7 +44,7 @@ _KWARGS = ("peak", "device", "no_leak", "steps")
 #: finding causes that mean memory accumulates across steps (a no_leak failure)
 LEAK_CAUSES = frozenset({
     "retained_graph", "hidden_state_chain", "backward_flags_graph", "eval_graph",
-    "view_pins_storage", "reference_cycle", "growing_container",
+    "view_pins_storage", "reference_cycle", "growing_container", "untracked_growth",
 })
 _DEFAULT_STEPS = 20
 _DEFAULT_TOLERANCE = 0.10

@@ -18,7 +18,14 @@ backward flags seen each step, gradient checks, what private garbage collections
 * tensors found only in cyclic garbage -> ``reference_cycle``;
 * gradients accumulated across optimizer steps with no clearing -> ``grad_not_cleared``;
 * CUDA: inactive split blocks -> ``fragmentation``; ``empty_cache`` every step ->
-  ``cache_thrash``.
+  ``cache_thrash`` (those and the two above: :mod:`torchmem.doctor.record_findings`);
+* leaves kept by their own ``.grad`` after ``backward(create_graph=True)`` ->
+  ``backward_flags_graph``; heap growth that nothing in Python explains ->
+  ``untracked_growth`` (:mod:`torchmem.doctor.held`).
+
+A path whose content was released between two snapshots (an episode's list of
+log-probabilities consumed by the episode's backward and emptied; a variable rebound each
+step that holds one step's graph) does not count as growing (:func:`_released`).
 
 A path counts as growing only when it grew in the last interval between snapshots *and*
 in the one before (a cache that fills and then stops, or a bounded deque, is quiet).
@@ -32,6 +39,17 @@ from typing import Any, Sequence
 from torchmem.doctor import edits as fix_edit
 from torchmem.doctor.culprit import PathStats, Snapshot
 from torchmem.doctor.fixes import TITLES, fix_for
+from torchmem.doctor.held import (
+    grad_cycle_findings,
+    grad_path_finding,
+    merge_grad_findings,
+    untracked_findings,
+)
+from torchmem.doctor.record_findings import (
+    cuda_findings,
+    cycle_findings,
+    grad_findings,
+)
 from torchmem.doctor.source import Statement, best_statement, find_statements
 from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
 from torchmem.units import KiB, format_bytes
@@ -45,8 +63,6 @@ MIN_BYTES_PER_STEP = 2 * KiB
 MIN_COUNT_PER_STEP = 0.5
 #: tensors-with-graph (or hooks) kept per step below which growth is ignored (1 in 20 steps)
 MIN_GRAPHS_PER_STEP = 0.05
-#: tensor bytes found in cyclic garbage at one boundary below which cycles are ignored
-MIN_GARBAGE_BYTES = 64 * KiB
 
 
 @dataclass
@@ -87,6 +103,9 @@ class Evidence:
     retain_graph_steps: int = 0
     create_graph_steps: int = 0
     backward_site: tuple[str, int, str] | None = None
+    create_graph_site: tuple[str, int, str] | None = None
+    native_call_steps: dict[str, int] = field(default_factory=dict)
+    native_call_sites: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     grad_checks: list[GradCheck] = field(default_factory=list)
     garbage: list[GarbageRecord] = field(default_factory=list)
     empty_cache_steps: int = 0
@@ -167,12 +186,35 @@ def _path_trend(snaps: Sequence[Snapshot], path: str) -> dict[str, float] | None
     return None
 
 
+def _released(stats: PathStats, sig: dict[str, float], one_step: Sequence[float] = ()) -> bool:
+    """True when nothing the path held at the previous snapshot is still alive, and what it
+    holds now is consumed or one step's worth: not accumulation.
+
+    * a container (an episode's list of log-probabilities) whose content never outlived a
+      step (``one_step``: at every snapshot where it was measured, none of what it held
+      was alive at the next step boundary: filled and consumed within a step) and whose
+      graphs were all backpropagated (no node holds its saved tensors); a list that keeps
+      each step's loss until the epoch ends is not released;
+    * one tensor rebound each step (``G = G.mean()``) whose count only seemed to grow
+      because the snapshots fell on different phases, and whose graph holds one forward
+      pass (a chain over k steps holds k passes through the same parameters).
+    """
+    if stats.survived is None or stats.survived > 0 or stats.kind == "grad":
+        return False
+    if stats.items is not None:
+        return bool(one_step) and not any(one_step) and stats.live_nodes == 0
+    return bool(sig.get("resets")) and stats.passes <= 1
+
+
 def _growing_paths(snaps: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
-    """Paths that keep growing (see :func:`_path_trend`), with their growth signal."""
+    """Paths that keep growing (see :func:`_path_trend`), with their growth signal; paths
+    whose content was released since the previous snapshot (:func:`_released`) are not."""
     out: dict[str, dict[str, float]] = {}
-    for path in snaps[-1].paths:
+    for path, stats in snaps[-1].paths.items():
         trend = _path_trend(snaps, path)
-        if trend is not None:
+        one_step = [p.survived_next for p in (s.paths.get(path) for s in snaps)
+                    if p is not None and p.survived_next is not None]
+        if trend is not None and not _released(stats, trend, one_step):
             out[path] = trend
     return out
 
@@ -246,6 +288,8 @@ def _kind(stats: PathStats) -> str:
 
 def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
     flags = ev.backward_steps > 0 and (ev.retain_graph_steps + ev.create_graph_steps) >= 0.5 * ev.backward_steps
+    if stats.kind == "grad":  # a parameter's .grad with a graph: only create_graph makes one
+        return "backward_flags_graph" if ev.create_graph_steps else "retained_graph"
     if stats.kind == "hook" or sig["hooks"] >= MIN_GRAPHS_PER_STEP:
         return "growing_container"
     pinned_share = stats.pinned_bytes / stats.retained_bytes if stats.retained_bytes else 0.0
@@ -340,6 +384,10 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         culprit = Culprit(name=path, kind=_kind(stats), file=stmt.file if stmt else stats.file,
                           line=stmt.line if stmt else None, code=stmt.code if stmt else None,
                           function=stmt.function if stmt else stats.function, type=stats.type)
+        extra_evidence: tuple[str, ...] = ()
+        if stats.kind == "grad":
+            culprit, fix, line = grad_path_finding(stats, ev.create_graph_site or ev.backward_site)
+            extra_evidence, stmt = (line,), None
         rate = max(sig["bytes"], 0.0)
         if cause == "eval_graph" and stmt is not None and stmt.value and stmt.value.isidentifier() \
                 and path_fix.proposal.edit is None:
@@ -361,14 +409,19 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                 "tensor_bytes_per_step": round(rate, 1), "snapshot_steps": list(snapshot_steps),
                 "bytes_at_snapshot": stats.retained_bytes, "end_step": end,
                 "bytes_measure": "tensor_storage"}
+        if stats.kind == "grad":
+            data["path_kind"] = "grad"
         findings.append(Finding(
             cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
-            evidence=tuple(_evidence_lines(cause, stats, sig, first_step, last_step)),
-            data=data, fix=fix, confidence="high" if stmt is not None else "medium",
-            fix_kind=path_fix.kind, edit=path_fix.proposal.edit,
-            alternatives=path_fix.proposal.edits[1:]))
+            evidence=extra_evidence + tuple(_evidence_lines(cause, stats, sig, first_step,
+                                                            last_step)),
+            data=data, fix=fix,
+            confidence="high" if stmt is not None or culprit.line is not None else "medium",
+            fix_kind="advice" if stats.kind == "grad" else path_fix.kind,
+            edit=None if stats.kind == "grad" else path_fix.proposal.edit,
+            alternatives=() if stats.kind == "grad" else path_fix.proposal.edits[1:]))
     memory = [f for f in findings]
     if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":
         f = memory[0]
@@ -397,97 +450,6 @@ def _replace(f: Finding, **changes: Any) -> Finding:
     return replace(f, **changes)
 
 
-def _cycle_findings(ev: Evidence) -> list[Finding]:
-    hits = [g for g in ev.garbage if g.tensor_bytes >= MIN_GARBAGE_BYTES]
-    if not hits or (len(hits) < 2 and len(ev.garbage) >= 2):
-        return []
-    last = hits[-1]
-    per_step = sum(g.tensor_bytes for g in hits) / max(sum(g.steps_since for g in hits), 1)
-    anchor = next((a for a in last.anchors if a[3]), last.anchors[0] if last.anchors else None)
-    culprit = None
-    if anchor is not None:
-        culprit = Culprit(name=anchor[1], kind="cycle", file=anchor[2], line=anchor[3], code=anchor[4])
-    evidence = [f"a collection at step {g.step} freed {g.objects} unreachable objects holding "
-                f"{format_bytes(g.tensor_bytes)} of tensors ({g.steps_since} steps since the "
-                f"previous one)" for g in hits[-2:]]
-    evidence.append("these tensors were reachable only through reference cycles: they stay "
-                    "alive until Python's cyclic garbage collector runs, not when the step ends")
-    if last.anchors:
-        evidence.append("in the garbage: " + "; ".join(a[0] for a in last.anchors[:4]))
-    fix = fix_for("reference_cycle", "", None)
-    if anchor is not None and anchor[0].startswith("exception"):
-        held = anchor[0].split("`")[1] if "`" in anchor[0] else "it"
-        fix = (f"do not keep the exception object: store `str(exc)` or "
-               f"`traceback.format_exc()` in `{held}` instead, or `del {held}` before the "
-               "function returns (the traceback's frames hold every local of the step)")
-    elif anchor is not None and anchor[0].startswith("closure"):
-        fix = ("the closure captures the object that stores it, which makes a cycle: make it a "
-               "method, pass what it needs as arguments, or capture `weakref.ref(self)`; "
-               "calling gc.collect() only hides it")
-    return [Finding(cause="reference_cycle", title=TITLES["reference_cycle"], device="cpu",
-                    bytes=last.tensor_bytes, bytes_per_step=round(per_step, 1), culprit=culprit,
-                    evidence=tuple(evidence), fix=fix,
-                    data={"garbage_objects": last.objects, "garbage_tensor_bytes": last.tensor_bytes,
-                          "freed_heap": last.freed_heap},
-                    confidence="high" if culprit and culprit.line else "medium")]
-
-
-def _grad_findings(ev: Evidence) -> list[Finding]:
-    checks = ev.grad_checks
-    if len(checks) < 3:
-        return []
-    bad = [c for c in checks if c.accumulated and c.zero_grad_calls == 0]
-    if len(bad) < 0.8 * len(checks):
-        return []
-    last = bad[-1]
-    name = last.optimizer_name or ""
-    culprit = Culprit(name=name or "gradients", kind="local", file=last.file, line=last.line,
-                      code=last.code, type="parameters" if last.manual else "Optimizer")
-    evidence = (f"between {len(bad)} of {len(checks)} consecutive optimizer steps the same "
-                f".grad tensors kept accumulating and zero_grad() was never called",
-                "memory does not grow (gradients are summed in place): the updates are wrong, "
-                "each step applies the sum of all gradients so far")
-    return [Finding(cause="grad_not_cleared", title=TITLES["grad_not_cleared"], device="cpu",
-                    bytes=last.grad_bytes, bytes_per_step=0.0, culprit=culprit,
-                    evidence=evidence,
-                    fix=(f"clear the gradients after each update: `for p in {name}: p.grad = None` "
-                         "(or `p.grad.zero_()`) before the next `backward()`" if last.manual
-                         else fix_for("grad_not_cleared", name, None)),
-                    data={"checks": len(checks), "accumulating": len(bad)}, confidence="high")]
-
-
-def _cuda_findings(ev: Evidence, steps: int) -> list[Finding]:
-    out: list[Finding] = []
-    if steps >= 4 and ev.empty_cache_steps >= 0.8 * steps:
-        site = ev.empty_cache_site
-        stmt = Statement(site[0], site[1], site[2], "call", "", True) if site else None
-        culprit = Culprit(name="torch.cuda.empty_cache", kind="unknown", file=site[0] if site else None,
-                          line=site[1] if site else None, code=site[2] if site else None)
-        device = next(iter(ev.allocator), "cuda:0")
-        alloc = ev.allocator.get(device, {})
-        evidence = [f"torch.cuda.empty_cache() ran in {ev.empty_cache_steps} of {steps} steps"]
-        if alloc.get("device_allocs"):
-            evidence.append(f"{alloc['device_allocs']} cudaMalloc and {alloc.get('device_frees', 0)} "
-                            f"cudaFree calls by step {alloc.get('last_step')}: the cache is "
-                            "refilled from the driver after every flush")
-        out.append(Finding(cause="cache_thrash", title=TITLES["cache_thrash"],
-                           device=device, culprit=culprit,
-                           evidence=tuple(evidence),
-                           fix=fix_for("cache_thrash", "", stmt), confidence="high",
-                           data={"empty_cache_steps": ev.empty_cache_steps}))
-    for device, stats in ev.allocator.items():
-        if stats.get("verdict") == "fragmented":
-            advice = stats.get("advice") or []
-            out.append(Finding(cause="fragmentation", title=TITLES["fragmentation"], device=device,
-                               bytes=int(stats.get("inactive_split", 0)),
-                               culprit=Culprit(name="CUDA caching allocator", kind="unknown"),
-                               evidence=tuple(stats.get("evidence", ())),
-                               fix=" ".join(advice) or fix_for("fragmentation", "", None),
-                               data={k: v for k, v in stats.items() if k not in ("evidence", "advice")},
-                               confidence="medium"))
-    return out
-
-
 def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     """All findings from the evidence, largest bytes first (ties in :data:`CAUSES` order).
 
@@ -499,8 +461,15 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
         Findings; empty when nothing is wrong.
     """
     by_device = {g.device: g for g in growth}
-    findings = _path_findings(ev, by_device) + _cycle_findings(ev) + _grad_findings(ev)
-    findings += _cuda_findings(ev, ev.steps)
+    snaps = [s for s in ev.snapshots if s.paths or s.unreached is not None]
+    findings = merge_grad_findings(_path_findings(ev, by_device))
+    findings += grad_cycle_findings(snaps, ev.create_graph_site, ev.steps)
+    findings += cycle_findings(ev)
+    explained = bool(findings)
+    findings += grad_findings(ev)
+    findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
+                                   ev.native_call_sites, ev.backward_site, explained)
+    findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))
     return findings

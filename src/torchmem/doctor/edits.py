@@ -1,7 +1,7 @@
 """Turn a fix into an edit of one whole statement, valid for what the culprit holds.
 
 The doctor knows the statement that keeps adding to a culprit (:mod:`torchmem.doctor.source`)
-and, from the run, what the culprit holds (:func:`torchmem.doctor.culprit.value_kinds`:
+and, from the run, what the culprit holds (:func:`torchmem.doctor.value_kinds.value_kinds`:
 0-dim tensors, tensors, numbers, dicts...). An edit is proposed only when it is valid for
 those objects:
 
@@ -262,7 +262,7 @@ def propose_edit(cause: str, name: str, stmt: Statement | None, *, holds: tuple[
         cause: the finding's cause.
         name: the culprit as reported (``losses``, ``self.hidden``).
         stmt: the statement that adds to it, or None.
-        holds: what the culprit holds (:func:`~torchmem.doctor.culprit.value_kinds`).
+        holds: what the culprit holds (:func:`~torchmem.doctor.value_kinds.value_kinds`).
         culprit_type: the type name of the culprit (``tuple``, ``Tensor``...).
         has_graph: the tensors held carry autograd graphs.
 

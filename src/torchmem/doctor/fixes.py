@@ -28,6 +28,7 @@ TITLES: dict[str, str] = {
     "reference_cycle": "tensors held by reference cycles",
     "growing_container": "container of tensors grows without bound",
     "grad_not_cleared": "gradients never cleared",
+    "untracked_growth": "memory that no Python variable holds",
     "fragmentation": "allocator fragmentation",
     "cache_thrash": "allocator cache emptied every step",
 }

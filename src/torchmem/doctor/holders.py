@@ -20,16 +20,15 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from torchmem.doctor.culprit import (
+from torchmem.doctor.roots import (
     _ATOMIC,
-    _Walker,
-    _fast_key,
     _frame_locals,
     _root_items,
     _user_modules,
     frame_chain,
     owned_storages,
 )
+from torchmem.doctor.walker import _fast_key, _Walker
 
 __all__ = ["holder_paths"]
 

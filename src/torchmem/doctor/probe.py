@@ -120,6 +120,9 @@ class DoctorProbe(Probe):
         self._full_done = False
         self._manual_update = False
         self.crash: Any = None
+        self._samples: dict[str, list[Any]] = {}
+        self._leaf_names: Any = None
+        self._native: Any = None
 
     # -- per-step bookkeeping ---------------------------------------------------
     def _reset_step_counters(self) -> None:
@@ -137,6 +140,13 @@ class DoctorProbe(Probe):
         if not self._gc_callback_installed:
             gc.callbacks.append(self._gc_callback)
             self._gc_callback_installed = True
+        if self.deep:
+            from torchmem.doctor.native_calls import NativeCalls
+            from torchmem.doctor.unreached import LeafNames
+
+            self._leaf_names = LeafNames()
+            self._native = NativeCalls(run.frames.is_user_file)
+            self._native.install()
 
     def on_event(self, run: Run, name: str, info: dict[str, Any]) -> None:
         if name == "backward":
@@ -145,6 +155,11 @@ class DoctorProbe(Probe):
             self._create = self._create or bool(info.get("create_graph"))
             if self.evidence.backward_site is None:
                 self.evidence.backward_site = _site(info.get("frame"))
+            if info.get("create_graph") and self._leaf_names is not None:
+                if self.evidence.create_graph_site is None:
+                    self.evidence.create_graph_site = _site(info.get("frame"))
+                self._guard("naming create_graph leaves", 0, self._leaf_names.record,
+                            info.get("frame"), run.frames.is_user_file)
         elif name == "zero_grad":
             self._zero += 1
         elif name == "empty_cache":
@@ -156,6 +171,7 @@ class DoctorProbe(Probe):
                 self.passes.on_event(run, name, info, self._guard)
         elif name == "step_source":
             self.evidence = Evidence()
+            self._samples = {}
             self._reset_step_counters()
             self._grad_state = None
 
@@ -168,10 +184,20 @@ class DoctorProbe(Probe):
             ev.retain_graph_steps += self._retain
             ev.create_graph_steps += self._create
         ev.empty_cache_steps += self._empty > 0
+        if self._native is not None:
+            for name in self._native.take():
+                ev.native_call_steps[name] = ev.native_call_steps.get(name, 0) + 1
+            ev.native_call_sites.update(self._native.sites)
         backward, zero = self._backward, self._zero
         self._reset_step_counters()
         if not self.deep:
             return
+        snaps = ev.snapshots
+        if self._samples and snaps and snaps[-1].step == step - 1:
+            for path, refs in self._samples.items():  # one step later: what survived?
+                stats = snaps[-1].paths.get(path)
+                if stats is not None and refs:
+                    stats.survived_next = sum(r() is not None for r in refs) / len(refs)
         if self._grad_state is not None and self._grad_state[0] == step - 1:
             self._finish_grad_check(step, backward, zero, frame)
         last = run.max_steps is not None and step >= run.max_steps
@@ -234,8 +260,17 @@ class DoctorProbe(Probe):
 
     # -- deep analysis ------------------------------------------------------------
     def _snapshot(self, run: Run, step: int, frame: FrameType | None) -> None:
+        samples: dict[str, list[Any]] = {}
+        if self._leaf_names is not None:
+            self._leaf_names.prune()
         snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file,
-                             outermost=run.outermost)
+                             outermost=run.outermost, samples=samples,
+                             leaf_names=self._leaf_names)
+        for path, refs in self._samples.items():
+            stats = snap.paths.get(path)
+            if stats is not None and refs:
+                stats.survived = sum(r() is not None for r in refs) / len(refs)
+        self._samples = samples  # weak references only: they keep nothing alive
         snaps = self.evidence.snapshots
         snaps.append(snap)
         if len(snaps) > 12:  # the first and the most recent ones are enough
@@ -370,6 +405,8 @@ class DoctorProbe(Probe):
             code=site[2] if site else None))
 
     def on_finish(self, run: Run, outcome: Outcome) -> None:
+        if self._native is not None:
+            self._native.remove()
         if self._gc_callback_installed:
             try:
                 gc.callbacks.remove(self._gc_callback)

@@ -55,6 +55,7 @@ CAUSES: tuple[str, ...] = (
     "reference_cycle",
     "growing_container",
     "grad_not_cleared",
+    "untracked_growth",
     "fragmentation",
     "cache_thrash",
 )

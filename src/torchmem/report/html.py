@@ -48,6 +48,7 @@ CAUSE_TITLES: dict[str, str] = {
     "reference_cycle": "tensors held by reference cycles",
     "growing_container": "container growing without bound",
     "grad_not_cleared": "gradients never cleared",
+    "untracked_growth": "memory no Python variable holds",
     "fragmentation": "allocator fragmentation",
     "cache_thrash": "allocator cache thrash (empty_cache)",
 }

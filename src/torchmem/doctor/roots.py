@@ -1,0 +1,125 @@
+"""Where the doctor's walk starts: the user frames, their locals, user modules, owned memory.
+
+Reading a running frame's locals must leave nothing behind (:func:`read_locals`); the
+parameters, gradients, optimizer state and buffers of the script's modules and optimizers
+are *owned* memory (:func:`owned_storages`), which every healthy loop holds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any, Callable, Iterable
+
+import torch
+
+from torchmem.collect.graph import storage_key, storage_nbytes
+
+__all__ = ["owned_storages", "frame_chain", "read_locals"]
+
+_ATOMIC = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice,
+           types.ModuleType, type, types.BuiltinFunctionType, types.CodeType, memoryview)
+
+_user_modules_cache: tuple[int, list[str]] = (-1, [])
+
+
+def _user_modules(is_user: Callable[[str], bool]) -> list[str]:
+    """Names of imported modules whose file is user code (cached while sys.modules is stable)."""
+    global _user_modules_cache
+    n = len(sys.modules)
+    if _user_modules_cache[0] != n:
+        import site
+        import sysconfig
+
+        libs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")}
+        try:
+            libs.update(site.getsitepackages())
+        except AttributeError:  # virtualenvs of old
+            pass
+        prefixes = tuple(os.path.join(os.path.realpath(d), "") for d in libs if d)
+        names = []
+        for name, mod in list(sys.modules.items()):
+            file = getattr(mod, "__file__", None)
+            if (isinstance(file, str) and name != "__main__" and is_user(file)
+                    and not os.path.realpath(file).startswith(prefixes)):
+                names.append(name)
+        _user_modules_cache = (n, names)
+    return _user_modules_cache[1]
+
+
+def owned_storages(objs: Iterable[Any]) -> dict[int, int]:
+    """Storage keys -> bytes of what modules and optimizers among ``objs`` own."""
+    owned: dict[int, int] = {}
+
+    def add(t: Any) -> None:
+        if isinstance(t, torch.Tensor):
+            key = storage_key(t)
+            if key is not None:
+                owned[key] = storage_nbytes(t)
+            g = t.grad if t.is_leaf else None
+            if g is not None:
+                gk = storage_key(g)
+                if gk is not None:
+                    owned[gk] = storage_nbytes(g)
+
+    for obj in objs:
+        if isinstance(obj, torch.nn.Module):
+            for p in obj.parameters():
+                add(p)
+            for b in obj.buffers():
+                if b.grad_fn is None:
+                    add(b)
+        elif isinstance(obj, torch.optim.Optimizer):
+            for group in obj.param_groups:
+                for p in group.get("params", ()):
+                    add(p)
+            for state in obj.state.values():
+                if isinstance(state, dict):
+                    for v in state.values():
+                        add(v)
+    return owned
+
+
+def frame_chain(frame: types.FrameType | None, is_user: Callable[[str], bool],
+                outermost: Callable[[types.FrameType], bool] | None = None) -> list[types.FrameType]:
+    """The user frames from ``frame`` outwards (innermost first), up to and including
+    the frame for which ``outermost`` is true when it is given."""
+    out = []
+    while frame is not None:
+        if is_user(frame.f_code.co_filename):
+            out.append(frame)
+        if outermost is not None and outermost(frame):
+            break
+        frame = frame.f_back
+    return out
+
+
+_CO_OPTIMIZED = 0x0001
+
+
+def read_locals(frame: types.FrameType) -> dict[str, Any]:
+    """A copy of a frame's locals that leaves nothing behind on the frame.
+
+    For a function frame on Python < 3.13, reading ``f_locals`` stores a snapshot dict
+    on the frame that keeps its values alive until the next read; it is emptied again
+    here (every later write-back is preceded by a fresh read, so this is safe). Module,
+    class-body and ``exec`` frames have a real namespace, which is only copied.
+    """
+    namespace = frame.f_locals
+    values = dict(namespace)
+    if (sys.version_info < (3, 13) and frame.f_code.co_flags & _CO_OPTIMIZED
+            and namespace is not frame.f_globals):
+        namespace.clear()
+    return values
+
+
+def _frame_locals(frame: types.FrameType) -> dict[str, Any]:
+    if frame.f_code.co_name == "<module>":
+        return dict(frame.f_globals)
+    return read_locals(frame)
+
+
+def _root_items(namespace: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(k, v) for k, v in namespace.items()
+            if not (k.startswith("__") and k.endswith("__")) and not isinstance(v, _ATOMIC)]

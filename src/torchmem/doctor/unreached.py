@@ -1,0 +1,181 @@
+"""Live tensors that no variable of the script reaches, and the leaves autograd itself holds.
+
+The doctor's walk (:mod:`torchmem.doctor.walker`) measures what the script's variables
+reach. Memory can also be held where no Python path leads:
+
+* ``backward(create_graph=True)`` gives every leaf of the graph a ``.grad`` that carries a
+  ``grad_fn``, and that graph leads back to the leaf: ``x -> x.grad -> grad_fn -> ... ->
+  x`` is a cycle inside autograd's C++ that neither reference counting nor ``gc`` frees.
+  When the script drops ``x``, torch keeps its Python object alive (the C++ tensor still
+  needs it), so the gc scan still lists it: a leaf whose gradient has a ``grad_fn`` and
+  that no walked path reaches is such a cycle. :class:`LeafNames` remembers, weakly, the
+  name each leaf had in the frame that called ``backward``, so the report can say
+  ``merged`` instead of "a tensor".
+* memory that is no tensor at all (TorchScript's compiled code, C++ autograd metadata,
+  leaks inside torch): the heap grows while the tensor bytes measured here stay flat.
+
+:func:`measure_unreached` returns plain numbers (:class:`Unreached`).
+
+Cost: one gc listing plus a pass over the live tensors (about 1 us each), one
+``named_parameters()`` pass over the script's top-level modules, and at each
+``backward(create_graph=True)`` a read of the calling frames' locals.
+"""
+
+from __future__ import annotations
+
+import gc
+import types
+import weakref
+from typing import Any, Callable, Iterable
+
+import torch
+
+from torchmem.collect.graph import storage_nbytes
+from torchmem.doctor.pathstats import Unreached
+from torchmem.doctor.roots import read_locals
+from torchmem.doctor.walker import _PARAM_TYPES, _fast_key
+
+__all__ = ["LeafNames", "measure_unreached", "named_modules", "tensor_bytes"]
+
+#: frames read (innermost user frame outwards) when naming the leaves of a backward
+_NAMING_FRAMES = 3
+
+
+class LeafNames:
+    """Weakly remembers the name a leaf tensor had where ``backward(create_graph=True)`` ran.
+
+    Holds weak references only: a recorded tensor dies exactly when it would have.
+
+    Args:
+        limit: most leaves remembered at once (dead ones are dropped by :meth:`prune`).
+    """
+
+    def __init__(self, limit: int = 512) -> None:
+        self.limit = limit
+        self._refs: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def record(self, frame: types.FrameType | None, is_user: Callable[[str], bool]) -> None:
+        """Remember the leaf tensors that require grad among the locals of ``frame`` and
+        the user frames that called it (parameters excluded: they have paths)."""
+        depth = 0
+        while frame is not None and depth < _NAMING_FRAMES and len(self._refs) < self.limit:
+            if is_user(frame.f_code.co_filename) and frame.f_code.co_name != "<module>":
+                names = read_locals(frame)
+                depth += 1
+            elif is_user(frame.f_code.co_filename):
+                names = dict(frame.f_globals)
+                depth = _NAMING_FRAMES  # the module is the outermost frame worth reading
+            else:
+                names = {}
+            for name, value in names.items():
+                if (isinstance(value, torch.Tensor) and type(value) not in _PARAM_TYPES
+                        and value.is_leaf and value.requires_grad and id(value) not in self._refs):
+                    try:
+                        self._refs[id(value)] = (weakref.ref(value), name)
+                    except TypeError:
+                        continue
+            names.clear()
+            frame = frame.f_back
+
+    def name_of(self, t: torch.Tensor) -> str | None:
+        """The recorded name of ``t`` (None when it was not recorded)."""
+        entry = self._refs.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None
+
+    def prune(self) -> None:
+        """Forget the leaves that died."""
+        for key in [k for k, (ref, _) in self._refs.items() if ref() is None]:
+            del self._refs[key]
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes of the storages behind ``t`` (the index and value tensors of a sparse one)."""
+    if t.layout == torch.strided:
+        return storage_nbytes(t)
+    from torchmem.collect.live import _sparse_parts
+
+    return sum(storage_nbytes(p) for p in _sparse_parts(t))
+
+
+def named_modules(namespaces: Iterable[tuple[list[tuple[str, Any]], str, str, str]]
+                  ) -> list[tuple[str, torch.nn.Module, str, str]]:
+    """(path, module, function, file) of the modules among the namespaces' variables and
+    their attributes one level down (``model``, ``self.net``), each module once."""
+    out: list[tuple[str, torch.nn.Module, str, str]] = []
+    seen: set[int] = set()
+    for items, _, function, file in namespaces:
+        for name, value in items:
+            found = [(name, value)]
+            if not isinstance(value, torch.nn.Module) and hasattr(value, "__dict__") \
+                    and not isinstance(value, (type, types.ModuleType, torch.Tensor)):
+                try:
+                    found += [(f"{name}.{k}", v) for k, v in vars(value).items()
+                              if isinstance(v, torch.nn.Module)]
+                except TypeError:
+                    pass
+            for path, obj in found:
+                if isinstance(obj, torch.nn.Module) and id(obj) not in seen:
+                    seen.add(id(obj))
+                    out.append((path, obj, function, file))
+    return out
+
+
+def measure_unreached(reached: set[int], owned: dict[int, int], names: LeafNames,
+                      modules: list[tuple[str, torch.nn.Module]],
+                      seen: set[int] = frozenset()) -> Unreached:  # type: ignore[assignment]
+    """Measure the live tensors that neither ``reached`` nor ``owned`` storages cover.
+
+    Args:
+        reached: storage keys the walk reached from the script's variables.
+        owned: storage keys of parameters, gradients, optimizer state and buffers.
+        names: the leaves recorded at ``backward(create_graph=True)`` calls.
+        modules: (path, module) of the script's modules, for :attr:`Unreached.param_grads`.
+        seen: ids of the objects the walk visited (alive while this runs). A leaf is in
+            a ``.grad`` cycle when the walk did not visit it and its gradient's storage
+            is reached by nothing (the leaf itself may be a view of a reached storage).
+    """
+    from torchmem.collect.live import scan
+
+    out = Unreached()
+    sizes: dict[int, int] = {}
+    found = scan(include_graphs=False, frozen_grads=False)
+    try:
+        for t in found.tensors:
+            key = _fast_key(t)
+            if key is None or key in sizes:
+                continue
+            nbytes = storage_nbytes(t)
+            sizes[key] = nbytes
+            out.tensor_bytes += nbytes
+            if key not in reached and key not in owned:
+                out.tensors += 1
+                out.bytes += nbytes
+        for leaf, grad in zip(found.grad_owners, found.grads):
+            gkey = _fast_key(grad)
+            if gkey is not None and gkey not in sizes:
+                sizes[gkey] = storage_nbytes(grad)
+                out.tensor_bytes += sizes[gkey]
+            if grad.grad_fn is None or id(leaf) in seen or gkey is None or gkey in reached \
+                    or gkey in owned:
+                continue
+            key = _fast_key(leaf)
+            out.grad_cycles += 1
+            leaf_bytes = sizes.get(key, 0) if key is not None and key not in reached else 0
+            out.grad_cycle_bytes += leaf_bytes + sizes.get(gkey, 0)
+            name = names.name_of(leaf)
+            if name is not None:
+                out.grad_cycle_names[name] = out.grad_cycle_names.get(name, 0) + 1
+    finally:
+        found.clear()
+    for path, module in modules:
+        for pname, p in module.named_parameters():
+            g = p.grad
+            if g is not None:
+                out.param_grads[f"{path}.{pname}"] = (tensor_bytes(g),
+                                                      str(g.layout).replace("torch.", ""))
+            del g
+    out.gc_objects = len(gc.get_objects())
+    return out

@@ -1,0 +1,400 @@
+"""The object walk under the doctor's snapshot: from named roots down to tensors and graphs.
+
+From each root the walker follows lists, tuples, deques, sets, dicts, object
+``__dict__``/``__slots__``, ``nn.Module`` children/buffers/hook dicts, closure cells, bound
+methods, partials, exceptions and their traceback frames, generators -- down to tensors,
+and from tensors through their ``grad_fn`` graphs to the tensors saved for backward.
+Every object is attributed to the first path that reaches it (see
+:mod:`torchmem.doctor.culprit` for the snapshot built from it).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+import weakref
+from collections import deque
+from typing import Any, Callable
+
+import torch
+
+from torchmem.collect.graph import _next_functions, read_saved, storage_key, storage_nbytes
+from torchmem.doctor.pathstats import PathStats, Snapshot
+from torchmem.doctor.roots import _ATOMIC, _frame_locals
+from torchmem.doctor.value_kinds import value_kinds
+
+_MODULE_SPECIAL = frozenset({
+    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "training",
+    "_is_full_backward_hook", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+    "_forward_pre_hooks_with_kwargs", "_state_dict_hooks", "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks", "_compiled_call_impl",
+})
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+               "_backward_pre_hooks")
+_SKIP_CLASS_MODULES = ("logging", "threading", "_thread", "io", "_io", "socket", "subprocess",
+                       "multiprocessing", "concurrent", "asyncio", "tqdm", "torch.utils.data",
+                       "torch._", "torch.fx", "torch.jit", "torch.distributed", "torchmem")
+_MAX_KEYS_TRACKED = 64
+# nn.Parameter's metaclass makes isinstance() slow (Python-level __instancecheck__)
+_PARAM_TYPES = frozenset(c for c in (torch.nn.Parameter,
+                                     getattr(torch.nn.parameter, "UninitializedParameter", None))
+                         if c is not None)
+_storage_id = getattr(torch._C, "_storage_id", None)
+
+
+def _fast_key(t: torch.Tensor) -> int | None:
+    """Same value as :func:`storage_key`, through torch's C helper when it exists."""
+    if _storage_id is not None and type(t) is torch.Tensor and t.layout == torch.strided \
+            and not t.is_meta:
+        try:
+            return int(_storage_id(t))
+        except Exception:  # noqa: BLE001 - odd tensor: the careful path
+            pass
+    return storage_key(t)
+
+
+_TRACK_DEPTH = 3
+#: tensors sampled per path (weakly) to tell, at the next snapshot, whether it kept them
+_SAMPLES_PER_PATH = 4
+
+
+def _class_file(cls: type) -> str | None:
+    mod = sys.modules.get(getattr(cls, "__module__", "") or "")
+    return getattr(mod, "__file__", None)
+
+
+def _fmt_key(key: Any) -> str | None:
+    if isinstance(key, str):
+        return repr(key)
+    if isinstance(key, (int, bool)):
+        return str(key)
+    return None
+
+
+class _Walker:
+    """One walk. Holds objects only while :func:`take_snapshot` runs."""
+
+    def __init__(self, step: int, is_user: Callable[[str], bool], max_objects: int,
+                 max_nodes: int) -> None:
+        self.snap = Snapshot(step)
+        self.is_user = is_user
+        self.max_objects = max_objects
+        self.max_nodes = max_nodes
+        self.seen: set[int] = set()
+        self.keep: list[Any] = []  # keeps visited objects alive so ids stay unique
+        self.storages: set[int] = set()
+        self.nodes_seen: set[int] = set()
+        self.node_keep: list[Any] = []
+        self.owned: dict[int, int] = {}
+        self.ancestors: list[PathStats] = []
+        #: path -> weak references to the first tensors first reached through it (set
+        #: ``samples`` to a dict to collect them; see :attr:`PathStats.survived`)
+        self.samples: dict[str, list[Any]] | None = None
+        self._leaf_type: type | None = None
+
+    # -- bookkeeping ------------------------------------------------------------
+    def _stats(self, path: str, kind: str, obj: Any, depth: int, root: str, **extra: Any) -> PathStats:
+        stats = PathStats(path=path, kind=kind, type=type(obj).__name__, depth=depth, root=root,
+                          **extra)
+        if isinstance(obj, (list, tuple, dict, set, frozenset, deque)):
+            stats.items = len(obj)
+        stats.holds = value_kinds(obj)
+        self.snap.paths[path] = stats
+        return stats
+
+    def _add(self, tracked: list[PathStats], attr: str, value: int) -> None:
+        for s in tracked:
+            setattr(s, attr, getattr(s, attr) + value)
+
+    # -- tensors and graphs -------------------------------------------------------
+    def _tensor(self, t: torch.Tensor, tracked: list[PathStats]) -> None:
+        key = _fast_key(t)
+        if key is None or key in self.owned or type(t) in _PARAM_TYPES:
+            return
+        if key not in self.storages:
+            self.storages.add(key)
+            nbytes = storage_nbytes(t)
+            used = t.numel() * t.element_size()
+            self._add(tracked, "tensors", 1)
+            self._add(tracked, "storage_bytes", nbytes)
+            self._add(tracked, "used_bytes", min(used, nbytes))
+            if self.samples is not None:
+                self._sample(t, tracked)
+            for s in tracked:
+                if nbytes > s._example_bytes:
+                    s._example_bytes = nbytes
+                    s.example = f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+        fn = t.grad_fn
+        if fn is not None:
+            self._add(tracked, "grad_tensors", 1)
+            reached = self._graph(fn, tracked)
+            for s in tracked:
+                if reached > s.max_chain:
+                    s.max_chain = reached
+                    s.chain_numel = t.numel()
+
+    def _sample(self, t: torch.Tensor, tracked: list[PathStats]) -> None:
+        """Keep a weak reference to ``t`` for the paths that still want samples."""
+        samples = self.samples
+        assert samples is not None
+        ref = None
+        for s in tracked:
+            refs = samples.setdefault(s.path, [])
+            if len(refs) < _SAMPLES_PER_PATH:
+                if ref is None:
+                    try:
+                        ref = weakref.ref(t)
+                    except TypeError:  # a tensor type without weak references
+                        return
+                refs.append(ref)
+
+    def _is_leaf_node(self, node: Any) -> bool:
+        """True for ``AccumulateGrad`` (the node a graph accumulates a leaf's gradient in)."""
+        cls = type(node)
+        if self._leaf_type is None and cls.__name__ == "AccumulateGrad":
+            self._leaf_type = cls
+        return cls is self._leaf_type
+
+    def _graph(self, root: Any, tracked: list[PathStats]) -> int:
+        """Walk the graph under ``root`` (nodes not seen yet); return the new nodes."""
+        queue = [root]
+        new = 0
+        saved = live = freed = 0
+        into_leaf: dict[int, int] = {}
+        while queue:
+            node = queue.pop()
+            nid = id(node)
+            if nid in self.nodes_seen:
+                continue
+            if self.snap.nodes >= self.max_nodes:
+                self.snap.truncated = True
+                break
+            self.nodes_seen.add(nid)
+            self.node_keep.append(node)
+            self.snap.nodes += 1
+            new += 1
+            try:
+                variable = getattr(node, "variable", None)
+            except Exception:  # noqa: BLE001 - an odd node
+                variable = None
+            if isinstance(variable, torch.Tensor):
+                continue  # AccumulateGrad: a leaf (parameter) the graph points at
+            # never unpacks: no version check, no saved_tensors_hooks unpack call
+            found = read_saved(node)
+            for v in found.tensors:
+                key = storage_key(v)
+                if key is not None and key not in self.owned and key not in self.storages:
+                    self.storages.add(key)
+                    saved += storage_nbytes(v)
+            live += found.live
+            freed += found.freed
+            del found
+            for edge in _next_functions(node):
+                nxt = edge[0] if isinstance(edge, tuple) and edge else None
+                if nxt is not None and self._is_leaf_node(nxt):
+                    into_leaf[id(nxt)] = into_leaf.get(id(nxt), 0) + 1
+                if nxt is not None and id(nxt) not in self.nodes_seen:
+                    queue.append(nxt)
+        self._add(tracked, "graph_nodes", new)
+        self._add(tracked, "saved_bytes", saved)
+        self._add(tracked, "live_nodes", live)
+        self._add(tracked, "freed_nodes", freed)
+        passes = max(into_leaf.values(), default=0)
+        for s in tracked:
+            if passes > s.passes:
+                s.passes = passes
+        return new
+
+    def walk_grad(self, path: str, grad: torch.Tensor, function: str | None,
+                  file: str | None) -> None:
+        """Measure the graph a parameter's ``.grad`` carries (``backward(create_graph=True)``).
+
+        The gradient's storage is owned memory; its ``grad_fn`` graph is not: it is what
+        ``net.weight.grad`` keeps alive, and it chains every step whose gradient was
+        accumulated into it.
+        """
+        fn = grad.grad_fn
+        if fn is None or id(grad) in self.seen:
+            return
+        stats = self._stats(path, "grad", grad, 0, path, function=function, file=file)
+        stats.tensors = stats.grad_tensors = 1
+        stats.example = f"{tuple(grad.shape)} {str(grad.dtype).replace('torch.', '')}"
+        reached = self._graph(fn, [stats])
+        stats.max_chain, stats.chain_numel = reached, grad.numel()
+
+    # -- the object walk ------------------------------------------------------------
+    def walk_root(self, name: str, obj: Any, kind: str, function: str | None,
+                  file: str | None) -> None:
+        if id(obj) in self.seen or isinstance(obj, _ATOMIC):
+            return
+        shadowed = self.snap.paths.get(name)
+        if shadowed is not None and shadowed.depth == 0:
+            # the same name bound in an inner frame, walked first: one path for both (a
+            # second PathStats would replace the inner one and hide what it accumulates)
+            self._walk(obj, shadowed, [shadowed], 0, name)
+            return
+        stats = self._stats(name, kind, obj, 0, name, function=function, file=file)
+        self._walk(obj, stats, [stats], 0, name)
+
+    def _child(self, obj: Any, path: str, kind: str, parent: PathStats, tracked: list[PathStats],
+               depth: int, root: str, owner: Any = None, named: bool = True) -> tuple[PathStats, list[PathStats]]:
+        if named and depth <= _TRACK_DEPTH and path not in self.snap.paths:
+            extra: dict[str, Any] = {"function": parent.function, "file": parent.file}
+            if owner is not None:
+                cls = type(owner)
+                extra["owner_class"] = cls.__name__
+                extra["owner_file"] = _class_file(cls)
+            elif parent.owner_file is not None:
+                extra["owner_class"] = parent.owner_class
+                extra["owner_file"] = parent.owner_file
+            stats = self._stats(path, kind, obj, depth, root, **extra)
+            return stats, tracked + [stats]
+        return parent, tracked
+
+    def _walk(self, start: Any, stats: PathStats, tracked: list[PathStats], depth: int, root: str) -> None:
+        stack: list[tuple[Any, PathStats, list[PathStats], int]] = [(start, stats, tracked, depth)]
+        while stack:
+            obj, parent, tracked, depth = stack.pop()
+            oid = id(obj)
+            if oid in self.seen:
+                continue
+            if self.snap.objects >= self.max_objects:
+                self.snap.truncated = True
+                return
+            self.seen.add(oid)
+            self.keep.append(obj)
+            self.snap.objects += 1
+            push = stack.append
+            path = parent.path
+            if isinstance(obj, torch.Tensor):
+                self._tensor(obj, tracked)
+                continue
+            if isinstance(obj, _ATOMIC):
+                continue
+            if isinstance(obj, (list, tuple, deque, set, frozenset)):
+                for item in obj:
+                    if not isinstance(item, _ATOMIC):
+                        push((item, parent, tracked, depth))
+                continue
+            if isinstance(obj, dict):
+                track_keys = len(obj) <= _MAX_KEYS_TRACKED
+                for key, value in list(obj.items()):
+                    if isinstance(value, _ATOMIC):
+                        continue
+                    shown = _fmt_key(key) if track_keys else None
+                    if shown is not None:
+                        s, t = self._child(value, f"{path}[{shown}]", "container", parent,
+                                           tracked, depth + 1, root)
+                        push((value, s, t, depth + 1))
+                    else:
+                        push((value, parent, tracked, depth))
+                continue
+            if isinstance(obj, torch.optim.Optimizer):
+                continue
+            if isinstance(obj, torch.nn.Module):
+                self._module(obj, parent, tracked, depth, root, push)
+                continue
+            if isinstance(obj, types.FunctionType):
+                code = obj.__code__
+                if not self.is_user(code.co_filename):
+                    continue
+                for var, cell in zip(code.co_freevars, obj.__closure__ or ()):
+                    try:
+                        value = cell.cell_contents
+                    except ValueError:
+                        continue
+                    if isinstance(value, _ATOMIC):
+                        continue
+                    s, t = self._child(value, f"{path}:{var}", "closure", parent, tracked,
+                                       depth + 1, root)
+                    if s is not parent:
+                        s.owner_class = obj.__qualname__
+                        s.owner_file = code.co_filename
+                    push((value, s, t, depth + 1))
+                continue
+            if isinstance(obj, types.MethodType):
+                push((obj.__func__, parent, tracked, depth))
+                push((obj.__self__, parent, tracked, depth))
+                continue
+            if isinstance(obj, functools.partial):
+                push((obj.func, parent, tracked, depth))
+                push((obj.args, parent, tracked, depth))
+                push((obj.keywords, parent, tracked, depth))
+                continue
+            if isinstance(obj, BaseException):
+                for nxt in (obj.__traceback__, obj.__context__, obj.__cause__, obj.args):
+                    if nxt is not None:
+                        push((nxt, parent, tracked, depth))
+                continue
+            if isinstance(obj, types.TracebackType):
+                tb: types.TracebackType | None = obj
+                while tb is not None:
+                    push((tb.tb_frame, parent, tracked, depth))
+                    tb = tb.tb_next
+                continue
+            if isinstance(obj, types.FrameType):
+                if self.is_user(obj.f_code.co_filename) and obj.f_code.co_name != "<module>":
+                    for value in _frame_locals(obj).values():
+                        if not isinstance(value, _ATOMIC):
+                            push((value, parent, tracked, depth))
+                continue
+            if isinstance(obj, types.GeneratorType):
+                if obj.gi_frame is not None:
+                    push((obj.gi_frame, parent, tracked, depth))
+                continue
+            if isinstance(obj, types.CellType):
+                try:
+                    push((obj.cell_contents, parent, tracked, depth))
+                except ValueError:
+                    pass
+                continue
+            cls = type(obj)
+            modname = getattr(cls, "__module__", "") or ""
+            if modname.startswith(_SKIP_CLASS_MODULES) and not isinstance(obj, torch.utils.data.Dataset):
+                continue
+            self._attributes(obj, parent, tracked, depth, root, push)
+
+    def _attributes(self, obj: Any, parent: PathStats, tracked: list[PathStats], depth: int,
+                    root: str, push: Callable[[Any], None]) -> None:
+        try:
+            attrs = dict(vars(obj))
+        except TypeError:
+            attrs = {}
+        for name in getattr(type(obj), "__slots__", ()) if not attrs else ():
+            if isinstance(name, str) and hasattr(obj, name):
+                attrs[name] = getattr(obj, name, None)
+        for name, value in attrs.items():
+            if isinstance(value, _ATOMIC) or not isinstance(name, str):
+                continue
+            s, t = self._child(value, f"{parent.path}.{name}", "attribute", parent, tracked,
+                               depth + 1, root, owner=obj)
+            push((value, s, t, depth + 1))
+
+    def _module(self, mod: torch.nn.Module, parent: PathStats, tracked: list[PathStats],
+                depth: int, root: str, push: Callable[[Any], None]) -> None:
+        base = parent.path
+        for name, child in mod._modules.items():
+            if child is not None:
+                shown = f"{base}[{name}]" if name.isdigit() else f"{base}.{name}"
+                s, t = self._child(child, shown, "attribute", parent, tracked,
+                                   depth + 1, root, owner=mod)
+                push((child, s, t, depth + 1))
+        for name, buf in mod._buffers.items():
+            if buf is not None and buf.grad_fn is not None:
+                s, t = self._child(buf, f"{base}.{name}", "attribute", parent, tracked,
+                                   depth + 1, root, owner=mod)
+                push((buf, s, t, depth + 1))
+        for hook_attr in _HOOK_DICTS:
+            hooks = getattr(mod, hook_attr, None)
+            if hooks:
+                s, t = self._child(hooks, f"{base}.{hook_attr}", "hook", parent, tracked,
+                                   depth + 1, root, owner=mod)
+                self._add(t, "hooks", len(hooks))
+                push((hooks, s, t, depth + 1))
+        for name, value in vars(mod).items():
+            if name in _MODULE_SPECIAL or name in _HOOK_DICTS or isinstance(value, _ATOMIC):
+                continue
+            s, t = self._child(value, f"{base}.{name}", "attribute", parent, tracked,
+                               depth + 1, root, owner=mod)
+            push((value, s, t, depth + 1))

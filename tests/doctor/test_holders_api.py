@@ -1,0 +1,120 @@
+"""torchmem.holders(): the paths, as written, that keep a tensor (or any object) alive."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import weakref
+
+import torch
+
+import torchmem
+
+
+class _Stats:
+    def __init__(self):
+        self.total = torch.zeros(8)
+
+
+class _Slotted:
+    __slots__ = ("kept",)
+
+    def __init__(self, t):
+        self.kept = t
+
+
+def test_list_element_dict_value_and_attribute_with_their_lines():
+    stats = _Stats()
+    logs = {"loss": [torch.zeros(2), torch.ones(2)]}
+    slotted = _Slotted(torch.ones(3))
+    assert [h.path for h in torchmem.holders(logs["loss"][1])] == ["logs['loss'][1]"]
+    (holder,) = torchmem.holders(stats.total)
+    assert holder.path == "stats.total" and holder.kind == "attribute"
+    assert holder.code == "self.total = torch.zeros(8)" and holder.line is not None
+    assert [h.path for h in torchmem.holders(slotted.kept)] == ["slotted.kept"]
+    del stats, logs, slotted
+
+
+def _counter():
+    kept = torch.arange(5.0)
+
+    def read():
+        return kept
+
+    return read
+
+
+def test_closure_cell():
+    read = _counter()
+    (holder,) = torchmem.holders(read())
+    assert holder.path == "read.__closure__[0].cell_contents"
+    assert holder.kind == "closure" and "`kept`" in holder.detail
+
+
+@functools.lru_cache(maxsize=4)
+def _bounded(i):
+    return torch.full((3,), float(i))
+
+
+@functools.lru_cache(maxsize=None)
+def _unbounded(i):
+    return torch.full((3,), float(i))
+
+
+def _cached_result_holders(cached, i):
+    cached.cache_clear()
+    ref = weakref.ref(cached(i))  # nothing but the cache holds the result now
+    found = torchmem.holders(ref())
+    cached.cache_clear()
+    return found
+
+
+def test_lru_cache_entries_bounded_and_unbounded():
+    # the wrapper is reached first as the helper's argument `cached`
+    for found in (_cached_result_holders(_bounded, 7), _cached_result_holders(_unbounded, 7)):
+        assert [h.path for h in found] == ["the cache of cached"]
+        assert found[0].kind == "cache" and "7" in found[0].detail
+    kept = _bounded(8)
+    found = torchmem.holders(kept)
+    assert [h.path for h in found] == ["kept", "the cache of _bounded"]
+    _bounded.cache_clear()
+
+
+def test_views_parameters_grads_and_saved_tensors():
+    base = torch.zeros(100)
+    view = base[:10]
+    assert set([h.path for h in torchmem.holders(base)]) == {"base", "view"}
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    net(torch.ones(1, 2)).sum().backward()
+    assert [h.path for h in torchmem.holders(net[0].weight.grad)] == ["net[0].weight.grad"]
+    x = torch.randn(4, requires_grad=True)
+    y = (x * 3).sin()
+    saved = [h for h in torchmem.holders(x) if h.kind == "graph"]
+    assert saved and saved[0].path == "y.grad_fn"
+    del view, y
+
+
+def test_exception_traceback_frames():
+    def step():
+        batch = torch.ones(6)
+        raise ValueError(batch.shape)
+
+    try:
+        step()
+    except ValueError as err:
+        kept = err
+    found = torchmem.holders(kept.__traceback__.tb_next.tb_frame.f_locals["batch"])
+    assert [h.path for h in found] == ["kept.__traceback__"]
+    assert "local `batch` of step" in found[0].detail
+    del kept, found
+
+
+def test_keeps_nothing_alive_and_finds_nothing_unreachable():
+    t = torch.ones(1000)
+    ref = weakref.ref(t)
+    assert [h.path for h in torchmem.holders(t)] == ["t"]
+    del t
+    gc.collect()
+    assert ref() is None  # holders() kept neither the tensor nor the paths' objects
+    found = torchmem.holders(torch.ones(2))
+    assert found == []  # an argument no variable holds
