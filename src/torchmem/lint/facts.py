@@ -21,7 +21,13 @@ import ast
 from typing import Callable, Iterator
 
 from torchmem.lint.knowledge import (
-    BACKWARD_CALLERS, NO_GRAPH_METHODS, OPTIMIZER_NAME, SCALAR_METHODS, last_name,
+    BACKWARD_CALLERS,
+    MOVE_METHODS,
+    NO_GRAPH_METHODS,
+    OPTIMIZER_NAME,
+    SCALAR_METHODS,
+    TENSOR_ONLY_METHODS,
+    last_name,
 )
 
 __all__ = ["LoopFacts", "FunctionFacts", "gather", "key_of"]
@@ -82,7 +88,7 @@ class LoopFacts:
     """
 
     __slots__ = ("node", "assigned", "backward", "grad_calls", "step", "zero_grad", "parent",
-                 "assigns", "step_calls")
+                 "assigns", "step_calls", "own_step")
 
     def __init__(self, node: ast.AST, parent: LoopFacts | None) -> None:
         self.node = node
@@ -93,6 +99,9 @@ class LoopFacts:
         self.step = False
         self.step_calls: list[ast.Call] = []
         self.zero_grad = False
+        #: ``backward()`` or an optimizer step in the body itself, not only in a nested loop
+        #: (an epoch loop around a batch loop trains, but runs once per epoch)
+        self.own_step = False
         #: plain (re)bindings in the body: (key, value or None for loop/with targets)
         self.assigns: list[tuple[str, ast.expr | None]] = []
 
@@ -108,6 +117,12 @@ class LoopFacts:
     def training(self) -> bool:
         """A training loop calls ``backward()`` or an optimizer ``step()`` each iteration."""
         return bool(self.backward) or self.step
+
+    @property
+    def per_step(self) -> bool:
+        """One iteration is one training step: the body itself calls ``backward()`` or
+        ``step()`` (not only a loop nested in it)."""
+        return self.own_step
 
 
 class FunctionFacts:
@@ -128,6 +143,27 @@ class FunctionFacts:
         self.escapes: set[str] = set()
         self._callees: set[str] | None = None
         self._names: set[str] | None = None
+        self._tensor_names: set[str] | None = None
+        #: the statements of the function (for the lazily computed facts)
+        self.body: list[ast.stmt] = []
+
+    def tensor_names(self) -> set[str]:
+        """Names a tensor-only method is called on (``loss.backward()``, ``loss.item()``,
+        ``out.detach()``): evidence that the name holds a ``torch.Tensor``, not a tuple or
+        dict of them. Computed on first use (only rules that offer fixes ask)."""
+        if self._tensor_names is None:
+            names: set[str] = set()
+            stack: list[ast.AST] = list(self.body)
+            while stack:
+                node = stack.pop()
+                if type(node) is ast.Attribute and node.attr in TENSOR_ONLY_METHODS and type(
+                        node.value) is ast.Name:  # type: ignore[attr-defined]
+                    names.add(node.value.id)  # type: ignore[attr-defined]
+                if isinstance(node, _FUNCS):
+                    continue
+                stack.extend(ast.iter_child_nodes(node))
+            self._tensor_names = names
+        return self._tensor_names
 
     @property
     def has_backward(self) -> bool:
@@ -143,6 +179,9 @@ class FunctionFacts:
                 func = node.func
                 if isinstance(func, ast.Attribute) and (
                         func.attr in SCALAR_METHODS or func.attr in NO_GRAPH_METHODS):
+                    continue
+                if isinstance(func, ast.Attribute) and func.attr in MOVE_METHODS:
+                    stack.append(func.value)  # batch.to(device): the batch, not a callee
                     continue
                 key = key_of(func)
                 if key is not None:
@@ -220,6 +259,7 @@ _ACCUMULATE = frozenset({"append", "extend", "insert", "add", "appendleft", "upd
 def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> FunctionFacts:
     """Walk a function body once (statements only) and return its :class:`FunctionFacts`."""
     facts = FunctionFacts()
+    facts.body = body
     loops: list[LoopFacts] = []
 
     def bind(key: str, value: ast.expr | None, plain: bool = True,
@@ -240,6 +280,8 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
             facts.backward_calls.append(node)
             for loop in loops:
                 loop.backward.append(node)
+            if loops:
+                loops[-1].own_step = True
             return
         if not isinstance(func, ast.Attribute):
             if isinstance(func, ast.Name) and qualname(func) == "torch.autograd.grad":
@@ -254,6 +296,8 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 for loop in loops:
                     loop.step = True
                     loop.step_calls.append(node)
+                if loops:
+                    loops[-1].own_step = True
         elif attr == "zero_grad" or (attr in ("zero_", "detach_") and recv
                                      and recv.endswith(".grad")):
             facts.has_zero_grad = True
@@ -321,6 +365,8 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 facts.has_step = True  # p -= lr * p.grad: a hand-written optimizer step
                 for loop in loops:
                     loop.step = True
+                if loops:
+                    loops[-1].own_step = True
             for key in target_keys(node.target):  # type: ignore[attr-defined]
                 bind(key, value, t is ast.AnnAssign and value is not None, value)
         elif t is ast.For or t is ast.AsyncFor or t is ast.While:

@@ -16,7 +16,8 @@ __all__ = [
     "INPLACE_SAFE_ON_LEAF", "MODEL_NAME", "LOSS_NAME", "LOADER_NAME", "EVAL_LOADER_NAME",
     "EVAL_FUNCTION", "OPTIMIZER_NAME", "BACKWARD_CALLERS", "is_inplace_method",
     "NO_GRAD_CONTEXTS", "ENABLE_GRAD_CONTEXTS", "GRAPH_FREE_BUILTINS", "PASS_THROUGH_BUILTINS",
-    "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name",
+    "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name", "MOVE_METHODS",
+    "TUPLE_RESULTS", "TENSOR_ONLY_METHODS", "is_constructor_name",
 ]
 
 #: torch functions that create a new tensor; ``requires_grad=True`` makes it a leaf
@@ -35,6 +36,26 @@ NO_GRAPH_METHODS = frozenset({
     "nonzero", "logical_and", "logical_or", "logical_not", "logical_xor", "count_nonzero",
     "bincount", "isclose", "signbit", "new_zeros", "new_ones", "new_empty", "new_full",
     "new_tensor",
+})
+
+#: methods that move or cast a value and return the same kind of object (a batch object's
+#: ``.to(device)`` is still a batch object; a tensor's is a tensor)
+MOVE_METHODS = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "contiguous", "pin_memory",
+    "xpu", "mps", "npu", "to_device", "long", "int",
+})
+
+#: torch functions and tensor methods that return a tuple (or named tuple) of tensors
+TUPLE_RESULTS = frozenset({
+    "max", "min", "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "split", "chunk",
+    "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "svd", "qr", "eig", "eigh",
+    "slogdet", "lu", "std_mean", "var_mean", "aminmax", "frexp", "meshgrid", "broadcast_tensors",
+    "histogram", "unique", "unique_consecutive", "cummax", "cummin", "grad", "lstsq",
+})
+
+#: methods only a tensor has: a name they are called on is a ``torch.Tensor``
+TENSOR_ONLY_METHODS = frozenset({
+    "backward", "item", "detach", "detach_", "retain_grad", "register_hook", "requires_grad_",
 })
 
 #: tensor methods (and a few common calls) that return plain Python values
@@ -115,9 +136,20 @@ VERB_PREFIX = re.compile(
 
 
 def is_model_name(name: str) -> bool:
-    """Whether a name (the last component of a key) denotes an ``nn.Module`` by convention."""
+    """Whether a name (the last component of a key) denotes an ``nn.Module`` by convention.
+
+    A capitalised name is a class (``lib.Model``, ``keras.Model``): calling it constructs an
+    object of unknown type, it does not run a forward pass.
+    """
+    if is_constructor_name(name):
+        return False
     low = name.lower()
     return bool(MODEL_NAME.match(low)) and not VERB_PREFIX.match(low)
+
+
+def is_constructor_name(name: str) -> bool:
+    """Whether a callee name is a class by convention (``Model``, ``ResNet``, not ``model``)."""
+    return name[:1].isupper() and not name.isupper()
 
 
 #: names that denote a loss function or criterion
