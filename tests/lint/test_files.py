@@ -37,6 +37,16 @@ def test_walk_skips_vcs_caches_build_and_virtualenvs(tmp_path):
     assert rel(found, tmp_path) == ["a.py", "pkg/b.py"]
 
 
+def test_a_package_named_dist_or_build_is_linted_but_build_output_is_not(tmp_path):
+    for name in ["dist/__init__.py", "dist/comm.py", "build/__init__.py", "build/x.py",
+                 "out/dist/wheel_stub.py", "out/build/lib/y.py"]:
+        touch(tmp_path / name)
+    found, problems = discover([str(tmp_path)], LintConfig(root=str(tmp_path)))
+    assert problems == []
+    assert rel(found, tmp_path) == ["build/__init__.py", "build/x.py", "dist/__init__.py",
+                                    "dist/comm.py"]
+
+
 def test_named_file_is_linted_whatever_its_extension_and_duplicates_collapse(tmp_path):
     script = touch(tmp_path / "tool")  # an extension-less script named on purpose
     found, _ = discover([str(script), str(tmp_path), str(tmp_path / ".")], LintConfig())

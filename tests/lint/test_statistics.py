@@ -26,4 +26,4 @@ def test_cli_statistics_does_not_promise_unsafe_fixes(tmp_path, capsys, monkeypa
     monkeypatch.chdir(tmp_path)
     assert main([".", "--isolated", "--statistics"]) == 1
     out = capsys.readouterr().out
-    assert out.split() == ["1", "TMM401", "tensor-data"]
+    assert out.split() == ["1", "TMM401", "[-]", "tensor-data"]

@@ -205,6 +205,11 @@ class Walker:
                 self._requires_grad(func.value, value.args[0] if value.args else None)
             elif func.attr == "eval" and key and not value.args:
                 ctx.fn.flow.env[key] = ctx.fn.flow.env.get(key, 0) | MODEL
+            elif func.attr == "enter_context" and len(value.args) == 1 and \
+                    self._grad_delta(value.args[0]) > 0:
+                # stack.enter_context(torch.no_grad()): until the ExitStack closes, which
+                # is the end of its ``with`` block or of the function
+                ctx.no_grad = max(ctx.no_grad, 1)
         qual = ctx.qualname(func)
         if qual == "torch.set_grad_enabled" or qual == "torch.autograd.set_grad_enabled":
             arg = value.args[0] if value.args else None
@@ -275,17 +280,7 @@ class Walker:
         delta = 0
         for item in node.items:  # type: ignore[attr-defined]
             self.expr(item.context_expr)
-            expr = item.context_expr
-            func = expr.func if type(expr) is ast.Call else expr
-            qual = ctx.qualname(func)
-            if qual in NO_GRAD_CONTEXTS:
-                delta += 1
-            elif qual in ENABLE_GRAD_CONTEXTS:
-                delta -= 10_000
-            elif qual in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
-                arg = expr.args[0] if type(expr) is ast.Call and expr.args else None
-                if not (isinstance(arg, ast.Constant) and arg.value is True):
-                    delta += 1
+            delta += self._grad_delta(item.context_expr)
             if item.optional_vars is not None:
                 self.expr(item.optional_vars)
                 ctx.fn.flow.bind(item.optional_vars, 0)
@@ -293,6 +288,21 @@ class Walker:
         ctx.no_grad = max(0, saved + delta) if delta > -1000 else 0
         self.stmts(node.body)  # type: ignore[attr-defined]
         ctx.no_grad = saved
+
+    def _grad_delta(self, expr: ast.expr) -> int:
+        """+1 for a context manager that disables autograd recording, -10000 for one that
+        enables it, else 0."""
+        func = expr.func if type(expr) is ast.Call else expr
+        qual = self.ctx.qualname(func)
+        if qual in NO_GRAD_CONTEXTS:
+            return 1
+        if qual in ENABLE_GRAD_CONTEXTS:
+            return -10_000
+        if qual in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
+            arg = expr.args[0] if type(expr) is ast.Call and expr.args else None
+            if not (isinstance(arg, ast.Constant) and arg.value is True):
+                return 1
+        return 0
 
     def _try(self, node: ast.stmt) -> None:
         ctx = self.ctx

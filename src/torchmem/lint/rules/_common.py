@@ -56,6 +56,8 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
             value = args[-1] if func.attr == "insert" else args[0]
             if func.attr == "insert" and len(args) != 2 or func.attr != "insert" and len(args) != 1:
                 return None
+            if func.attr == "insert" and not _list_insert(key, args[0], ctx):
+                return None  # db.insert(key, row), tree.insert(a, b): not list.insert
             return Accumulation(key, value, "append")
         return None
     if t is ast.AugAssign:
@@ -92,6 +94,20 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
                         tup.end_lineno, tup.end_col_offset = rest[-1].end_lineno, rest[-1].end_col_offset
                         return Accumulation(key, tup, "concat")
     return None
+
+
+def _list_insert(key: str, index: ast.expr, ctx: Context) -> bool:
+    """Whether ``key.insert(index, v)`` is ``list.insert``: the index is an integer literal,
+    or ``key`` is bound to a list in this function."""
+    if isinstance(index, ast.Constant) and type(index.value) is int:
+        return True
+    if isinstance(index, ast.UnaryOp) and isinstance(index.operand, ast.Constant):
+        return True
+    for value in ctx.fn.facts.defs.get(key, ()):
+        if type(value) in (ast.List, ast.ListComp) or (
+                type(value) is ast.Call and getattr(value.func, "id", "") == "list"):
+            return True
+    return False
 
 
 def is_forward_function(fn: FunctionState, ctx: Context) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from torchmem.lint.dataflow import GRAPH, VALUE
+from torchmem.lint.dataflow import CONTAINER, GRAPH, TYPED, VALUE
 from torchmem.lint.facts import key_of, target_keys
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import (
@@ -31,6 +31,43 @@ _DETACH_FIX = {"append": "keep {v}.detach() (or {v}.item() for a scalar)",
                "add": "add {v}.item() (or {v}.detach())",
                "store": "store {v}.detach()",
                "concat": "concatenate {v}.detach()"}
+_SIMPLE = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
+
+
+def _graph_part(value: ast.expr, ctx: Context) -> ast.expr:
+    """The operand of ``value`` that carries the graph: ``loss`` in ``loss * x.size(0)``,
+    ``float(a) + b`` -> ``b``; ``value`` itself when it is not arithmetic or when several
+    operands carry one."""
+    while True:
+        t = type(value)
+        if t is ast.BinOp:
+            parts = [value.left, value.right]  # type: ignore[attr-defined]
+        elif t is ast.UnaryOp:
+            parts = [value.operand]  # type: ignore[attr-defined]
+        else:
+            return value
+        graph = [p for p in parts if ctx.kind(p) & GRAPH]
+        if len(graph) != 1:
+            return value
+        value = graph[0]
+
+
+def _known_tensor(node: ast.expr, ctx: Context) -> bool:
+    """Whether ``node`` is known to be a ``torch.Tensor`` (not a tuple, a dict or a model
+    output object, whose ``.detach()`` would raise)."""
+    kind = ctx.kind(node)
+    return bool(kind & TYPED) and not kind & CONTAINER
+
+
+def _advice(how: str, part: ast.expr, ctx: Context) -> str:
+    """How to keep the value without its graph, in words that are valid for its type."""
+    v = describe(part)
+    if type(part) not in _SIMPLE:
+        v = f"({v})"
+    if _known_tensor(part, ctx):
+        return _DETACH_FIX[how].format(v=v)
+    return (f"keep detached copies of the tensors in {v} (.detach(), or .item() for "
+            f"scalars)")
 
 
 def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list[LoopState],
@@ -163,16 +200,14 @@ class GraphAccumulation(Rule):
                 }[acc.how]
         span = "each call of this training step" if step_fn and not loops else \
             f"each iteration of the {where}"
+        part = _graph_part(acc.value, ctx)
         msg = (f"'{v}' carries an autograd graph and {verb}, which outlives {span}: every "
-               f"iteration's graph stays alive; {_DETACH_FIX[acc.how].format(v=v)}")
+               f"iteration's graph stays alive; {_advice(acc.how, part, ctx)}")
         fix = None
-        if acc.how in ("append", "store", "concat") and type(acc.value) in (
-                ast.Name, ast.Attribute, ast.Subscript, ast.Call):
-            line, col, end_line, end_col = ctx.span(acc.value)
-            fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
-        elif acc.how == "add" and type(acc.value) in (ast.Name, ast.Attribute, ast.Subscript,
-                                                       ast.Call):
-            line, col, end_line, end_col = ctx.span(acc.value)
+        if type(part) in _SIMPLE and _known_tensor(part, ctx):
+            # only where the value is known to be a tensor: .detach() of a tuple, a dict
+            # or a batch object's int attribute would raise
+            line, col, end_line, end_col = ctx.span(part)
             fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
         ctx.report(self, acc.value, msg, fix)
 
@@ -528,6 +563,10 @@ class RetainGraphInLoop(Rule):
                 break
         if flag is None:
             return
+        if flag.arg == "create_graph" and not (type(func) is ast.Attribute
+                                               and func.attr == "backward"):
+            return  # grad(..., create_graph=True): a gradient penalty or a Hessian term is
+            # differentiated again through the loss it is added to, which frees the graph
         loop = ctx.loops[-1]
         calls = loop.facts.backward + loop.facts.grad_calls
         last = max(calls, key=lambda c: (c.lineno, c.col_offset)) if calls else node
