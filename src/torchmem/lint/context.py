@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.dataflow import Flow
     from torchmem.lint.facts import FunctionFacts, LoopFacts
     from torchmem.lint.registry import Rule
+    from torchmem.lint.summaries import Summaries
 
 __all__ = ["Context", "LoopState", "FunctionState"]
 
@@ -124,6 +125,8 @@ class Context:
         self.scratch: dict[str, Any] = {}
         self._lines: list[str] | None = None
         self._qual_cache: dict[int, str | None] = {}
+        #: summaries of the functions of this file (set by the engine)
+        self.summaries: Summaries | None = None
 
     # -- queries -------------------------------------------------------------------
     @property

@@ -25,8 +25,9 @@ graph tensor outside ``no_grad`` (``model`` is a module, or a callable whose res
 history, ``loss * 2`` whatever its operands are.
 
 Known limitations:
-    Calls to functions the linter does not know return "unknown" (kind 0), so a graph
-    that passes through a user helper is lost: the rules stay silent rather than guess.
+    Calls to functions of other files (and to anything :mod:`torchmem.lint.summaries`
+    cannot resolve) return "unknown" (kind 0), so a graph that passes through such a
+    helper is lost: the rules stay silent rather than guess.
     Loop-carried values are not iterated to a fixed point: a value kind assigned in a
     loop body is unknown at the top of the body.
 """
@@ -36,7 +37,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from torchmem.lint.calls import qualified_kind
+from torchmem.lint.calls import call_kind, is_forward
 from torchmem.lint.facts import FunctionFacts, key_of
 from torchmem.lint.kinds import (
     ACT,
@@ -61,20 +62,13 @@ from torchmem.lint.kinds import (
     VALUE,
     Shape,
     flatten,
+    held,
     meet,
 )
 from torchmem.lint.knowledge import (
-    GRAPH_FREE_BUILTINS,
     LOADER_NAME,
-    LOSS_NAME,
-    MOVE_METHODS,
-    NO_GRAPH_METHODS,
     OPTIMIZER_NAME,
-    PASS_THROUGH_BUILTINS,
     SCALAR_ATTRS,
-    SCALAR_METHODS,
-    TUPLE_RESULTS,
-    VERB_PREFIX,
     is_model_name,
     last_name,
 )
@@ -88,16 +82,6 @@ __all__ = [
     "BATCH_UNPINNED", "BATCH_PINNED", "Flow", "Shape", "meet",
 ]
 
-_MODULE_SELF = frozenset({
-    "to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16",
-    "requires_grad_", "type", "apply", "share_memory", "to_empty", "xpu", "mps",
-})
-_FORWARD_LIKE = frozenset({
-    "forward", "__call__", "encode", "decode", "extract_features", "forward_features",
-    "embed", "features",
-})
-_CONTAINER_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed", "iter", "next", "set",
-                                 "dict"})
 _TRANSPARENT_ITER = frozenset({"tqdm", "iter", "list", "sorted", "reversed", "islice", "cycle",
                                "track", "progress_bar", "auto", "trange", "tuple"})
 
@@ -111,12 +95,14 @@ class Flow:
         env: initial environment (parameters, enclosing scope's type kinds).
     """
 
-    __slots__ = ("ctx", "facts", "env")
+    __slots__ = ("ctx", "facts", "env", "instances")
 
     def __init__(self, ctx: Context, facts: FunctionFacts, env: dict[str, int]) -> None:
         self.ctx = ctx
         self.facts = facts
         self.env = env
+        #: names bound to an instance of a class of this file (``meter = Metric()``)
+        self.instances: dict[str, str] = {}
 
     # -- evaluation ---------------------------------------------------------------
     def derive(self, kind: int) -> int:
@@ -134,6 +120,8 @@ class Flow:
         t = type(node)
         if t is ast.Name:
             kind = self.env.get(node.id, 0)  # type: ignore[attr-defined]
+            if not kind and self.facts.params and node.id in self.facts.graph_params():  # type: ignore[attr-defined]
+                return GRAPH | TYPED  # a parameter the function calls backward() on
             if kind & (GRAPH | TENSOR) and not kind & (TYPED | CONTAINER) and \
                     node.id in self.facts.tensor_names():  # type: ignore[attr-defined]
                 return kind | TYPED  # loss.backward() / loss.item() elsewhere: a tensor
@@ -166,9 +154,9 @@ class Flow:
         if t is ast.Dict:
             return self._container(node.values)  # type: ignore[attr-defined]
         if t is ast.ListComp or t is ast.GeneratorExp or t is ast.SetComp:
-            return _held(self._comprehension(node.generators, node.elt))  # type: ignore[attr-defined]
+            return held(self._comprehension(node.generators, node.elt))  # type: ignore[attr-defined]
         if t is ast.DictComp:
-            return _held(self._comprehension(node.generators, node.value))  # type: ignore[attr-defined]
+            return held(self._comprehension(node.generators, node.value))  # type: ignore[attr-defined]
         if t is ast.Starred or t is ast.Await or t is ast.NamedExpr:
             return self.kind(node.value)  # type: ignore[attr-defined]
         return 0
@@ -183,7 +171,7 @@ class Flow:
                 k = self.kind(elt)
                 out |= k
                 typed &= k
-        return _held(out & ~TYPED | typed) if out & VALUE else 0
+        return held(out & ~TYPED | typed) if out & VALUE else 0
 
     def _comprehension(self, generators: list[ast.comprehension], elt: ast.expr) -> int:
         saved: dict[str, int | None] = {}
@@ -235,136 +223,13 @@ class Flow:
         return out
 
     def _call(self, node: ast.Call) -> int:
-        func = node.func
-        ctx = self.ctx
-        tf = type(func)
-        if tf is ast.Attribute:
-            qual = ctx.qualname(func)
-            if qual is not None:
-                return qualified_kind(self, qual, node)
-            attr = func.attr  # type: ignore[attr-defined]
-            if attr in SCALAR_METHODS:
-                return 0
-            recv_node = func.value  # type: ignore[attr-defined]
-            recv = self.kind(recv_node)
-            if attr in NO_GRAPH_METHODS:
-                return TENSOR | (recv & TYPED)
-            if recv & MODEL:
-                if attr in _FORWARD_LIKE:
-                    return self.forward()
-                if attr in _MODULE_SELF:
-                    return recv & TYPE
-                if attr == "parameters":
-                    return PARAMS
-                if attr == "named_parameters":
-                    return PARAMS | NAMED
-                if attr in ("modules", "children"):
-                    return MODULES
-                if attr in ("named_modules", "named_children"):
-                    return MODULES | NAMED
-                return 0
-            if recv & VALUE:
-                typed = recv & TYPED and not recv & CONTAINER and attr not in TUPLE_RESULTS
-                if attr == "pin_memory":
-                    return TENSOR | PINNED | (recv & TYPED)
-                if attr in ("to", "cuda", "cpu") and not recv & (GRAPH | LEAF):
-                    return TENSOR | (recv & TYPED)
-                if attr.endswith("_") and not attr.startswith("_"):
-                    return recv & VALUE
-                if recv & CONTAINER:  # a method of a list/dict literal: values(), get(k)
-                    return recv & ~CONTAINER & VALUE if attr in ("get", "pop") else 0
-                kind = self.derive(recv)
-                return kind if typed else kind & ~TYPED
-            if recv & (OPTIM | LOADER | PARAMS | MODULES):
-                return 0
-            if attr in MOVE_METHODS:
-                return 0  # batch.to(device) of an object of unknown type: still unknown
-            key = key_of(func)
-            if key is not None:
-                return self._named_callee(key, attr, recv_node, node)
-            return 0
-        if tf is ast.Name:
-            name = func.id  # type: ignore[attr-defined]
-            qual = ctx.qualname(func)
-            if qual is not None:
-                return qualified_kind(self, qual, node)
-            known = self.env.get(name, 0)
-            if known & MODEL:
-                return self.forward()
-            if name in GRAPH_FREE_BUILTINS:
-                return 0
-            if name in PASS_THROUGH_BUILTINS:
-                kinds = self._args_kind(node)
-                if name in _CONTAINER_BUILTINS:
-                    return _held(kinds) if kinds & VALUE else kinds
-                return self.derive(kinds)
-            if name in ctx.module_classes:
-                return MODEL
-            if name == "self" and ctx.in_module_class:
-                return self.forward()
-            return self._named_callee(name, name, None, node)
-        return 0
-
-    def _named_callee(self, key: str, last: str, recv: ast.expr | None, node: ast.Call) -> int:
-        """Kind of ``key(...)`` for a callee the linter knows only by name."""
-        if key.endswith(".forward"):
-            key = key[:-8]
-            last = last_name(key)
-        if self.ctx.class_attrs and key.startswith("self.") and key.count(".") == 1:
-            if self.ctx.class_attrs.get(last, 0) & MODEL:
-                return self.forward()
-        if key in self.facts.backward_callees():
-            return self.forward()
-        if key.count(".") <= 1 and is_model_name(last):
-            return self.forward()
-        if VERB_PREFIX.match(last):
-            return 0
-        if LOSS_NAME.search(last):  # may return a tuple or dict (loss, logging output)
-            return self.derive(self._args_kind(node)) & ~TYPED
-        if last == "from_pretrained" and recv is not None:
-            owner = last_name(key_of(recv) or "")
-            if "Model" in owner or "For" in owner:
-                return MODEL
-        return 0
+        return call_kind(self, node)
 
     def is_forward(self, call: ast.Call, strict: bool = False) -> bool:
-        """Whether ``call`` runs a module's forward pass (``model(x)``, ``self.net(x)``).
+        """Whether ``call`` runs a module's forward pass (``model(x)``, ``self.net(x)``);
+        see :func:`torchmem.lint.calls.is_forward`."""
+        return is_forward(self, call, strict)
 
-        With ``strict``, only modules known by type or by conventional name count, not
-        callables known only because their result reaches ``backward()``.
-        """
-        slice_ = set() if strict else self.facts.backward_callees()
-        func = call.func
-        tf = type(func)
-        if tf is ast.Name:
-            name = func.id  # type: ignore[attr-defined]
-            if self.ctx.qualname(func) is not None:
-                return False
-            if self.env.get(name, 0) & MODEL or (name == "self" and self.ctx.in_module_class):
-                return True
-            return name in slice_ or is_model_name(name)
-        if tf is not ast.Attribute or self.ctx.qualname(func) is not None:
-            return False
-        attr = func.attr  # type: ignore[attr-defined]
-        recv = self.kind(func.value)  # type: ignore[attr-defined]
-        if recv & MODEL:
-            return attr in _FORWARD_LIKE
-        if recv & VALUE:
-            return False
-        key = key_of(func)
-        if key is None:
-            return False
-        if key.endswith(".forward"):
-            key = key[:-8]
-        if self.env.get(key, 0) & MODEL:
-            return True
-        last = last_name(key)
-        if self.ctx.class_attrs and key.startswith("self.") and key.count(".") == 1 and (
-                self.ctx.class_attrs.get(last, 0) & MODEL):
-            return True
-        return key in slice_ or (key.count(".") <= 1 and is_model_name(last))
-
-    # -- iteration and binding ------------------------------------------------------
     def elt(self, node: ast.AST) -> Shape:
         """The shape of the elements of iterable ``node`` (for ``for`` targets)."""
         if type(node) is ast.Call:
@@ -462,11 +327,6 @@ class Flow:
         if LOADER_NAME.search(name):
             return LOADER
         return 0
-
-
-def _held(kind: int) -> int:
-    """The kind of a container holding values of ``kind``."""
-    return kind | CONTAINER if kind & VALUE else kind
 
 
 def _keys(target: ast.AST) -> list[str]:

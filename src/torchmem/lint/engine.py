@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.registry import Rule, select_rules
+from torchmem.lint.summaries import Summaries
 from torchmem.lint.violation import LintSyntaxError, Violation
 from torchmem.lint.walker import Walker
 
@@ -152,6 +153,8 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         return []
     nodes, hooks = _table(rules)
     walker = Walker(ctx, nodes, hooks)
+    ctx.summaries = Summaries(tree)
+    ctx.summaries.walker = walker
     for stmt in _top_level(tree.body):
         walker._import(stmt)
     limit = sys.getrecursionlimit()

@@ -144,8 +144,17 @@ class FunctionFacts:
         self._callees: set[str] | None = None
         self._names: set[str] | None = None
         self._tensor_names: set[str] | None = None
+        self._graph_params: set[str] = set()
         #: the statements of the function (for the lazily computed facts)
         self.body: list[ast.stmt] = []
+        #: the function's parameter names (set by the walker)
+        self.params: frozenset[str] = frozenset()
+
+    def graph_params(self) -> set[str]:
+        """Parameters the function calls ``.backward()`` on and never re-binds with a plain
+        assignment: whatever the caller passed, it carries an autograd graph."""
+        self.tensor_names()
+        return self._graph_params
 
     def tensor_names(self) -> set[str]:
         """Names a tensor-only method is called on (``loss.backward()``, ``loss.item()``,
@@ -153,16 +162,29 @@ class FunctionFacts:
         dict of them. Computed on first use (only rules that offer fixes ask)."""
         if self._tensor_names is None:
             names: set[str] = set()
+            differentiated: set[str] = set()
+            rebound: set[str] = set()
             stack: list[ast.AST] = list(self.body)
             while stack:
                 node = stack.pop()
-                if type(node) is ast.Attribute and node.attr in TENSOR_ONLY_METHODS and type(
-                        node.value) is ast.Name:  # type: ignore[attr-defined]
-                    names.add(node.value.id)  # type: ignore[attr-defined]
+                t = type(node)
+                if isinstance(node, ast.Attribute) and node.attr in TENSOR_ONLY_METHODS and \
+                        isinstance(node.value, ast.Name):
+                    names.add(node.value.id)
+                    if node.attr == "backward":
+                        differentiated.add(node.value.id)
+                elif t is ast.Assign or t is ast.AnnAssign or t is ast.For or t is ast.With:
+                    targets = node.targets if t is ast.Assign else [  # type: ignore[attr-defined]
+                        getattr(node, "target", None)] + [
+                        i.optional_vars for i in getattr(node, "items", ())]
+                    for target in targets:
+                        if target is not None:
+                            rebound.update(target_keys(target))
                 if isinstance(node, _FUNCS):
                     continue
                 stack.extend(ast.iter_child_nodes(node))
             self._tensor_names = names
+            self._graph_params = (differentiated & self.params) - rebound
         return self._tensor_names
 
     @property

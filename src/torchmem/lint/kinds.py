@@ -14,7 +14,7 @@ from typing import Union
 __all__ = [
     "GRAPH", "LEAF", "TENSOR", "MODEL", "OPTIM", "LOADER", "PINNED", "PARAMS", "MODULES",
     "NAMED", "LOOSE", "UNPINNED", "ACT", "TYPED", "CONTAINER", "VALUE", "TYPE", "BATCH",
-    "BATCH_UNPINNED", "BATCH_PINNED", "Shape", "meet", "flatten",
+    "BATCH_UNPINNED", "BATCH_PINNED", "Shape", "meet", "flatten", "held",
 ]
 
 GRAPH = 1
@@ -74,3 +74,9 @@ def flatten(shape: Shape) -> int:
             out |= flatten(s)
         return out
     return _BATCH_ELT.get(shape, shape)
+
+
+def held(kind: int) -> int:
+    """The kind of a list/tuple/dict holding values of ``kind``: it keeps them (and their
+    graphs) alive, but is not itself a tensor."""
+    return kind | CONTAINER if kind & VALUE else kind

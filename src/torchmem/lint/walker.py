@@ -118,8 +118,18 @@ class Walker:
                         target.elts) == len(value.elts):
                     for t, v in zip(target.elts, value.elts):
                         flow.bind(t, flow.kind(v))
+                elif type(target) is ast.Tuple and type(value) is ast.Call and kind & VALUE \
+                        and ctx.summaries is not None:
+                    summary = ctx.summaries.summarize(value, flow)
+                    elements = summary.elements if summary is not None else None
+                    if elements is not None and len(elements) == len(target.elts):
+                        flow.bind(target, elements)  # loss, pred = self._step(x, y)
+                    else:
+                        flow.bind(target, kind)
                 else:
                     flow.bind(target, kind)
+                    if type(target) is ast.Name:
+                        self._instance(target.id, value)
         elif cls is ast.AugAssign:
             self.expr(node.target)  # type: ignore[attr-defined]
             self.expr(node.value)  # type: ignore[attr-defined]
@@ -184,6 +194,16 @@ class Walker:
     def expr_opt(self, node: ast.AST | None) -> None:
         if node is not None:
             self.expr(node)
+
+    def _instance(self, name: str, value: ast.expr) -> None:
+        """Remember that ``name`` holds an instance of a class of this file."""
+        instances = self.ctx.fn.flow.instances
+        summaries = self.ctx.summaries
+        if type(value) is ast.Call and type(value.func) is ast.Name and summaries is not None \
+                and value.func.id in summaries.classes:
+            instances[name] = value.func.id
+        elif instances:
+            instances.pop(name, None)
 
     def _args(self, args: ast.arguments) -> None:
         for a in args.posonlyargs + args.args + args.kwonlyargs:
@@ -425,7 +445,8 @@ class Walker:
 
     def function(self, node: ast.AST, body: list[ast.stmt], name: str,
                  args: ast.arguments | None, decorators: list[ast.expr] | None = None, *,
-                 class_name: str | None = None, force_no_grad: bool = False) -> None:
+                 class_name: str | None = None, force_no_grad: bool = False,
+                 arg_kinds: dict[str, int] | None = None) -> None:
         ctx = self.ctx
         facts = _facts.gather(body, ctx.qualname)
         outer = ctx.fn
@@ -438,8 +459,10 @@ class Walker:
         flow = Flow(ctx, facts, env)
         state.flow = flow
         if args is not None:
+            facts.params = frozenset(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs)
             for a in args.posonlyargs + args.args + args.kwonlyargs:
-                kind = flow.initial_kind(a.arg, a.annotation)
+                kind = (arg_kinds.get(a.arg) if arg_kinds else None) or flow.initial_kind(
+                    a.arg, a.annotation)
                 if kind:
                     env[a.arg] = kind
                 else:

@@ -95,6 +95,15 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     return acc, loops, step_fn
 
 
+def _trains(loop: LoopState, ctx: Context) -> bool:
+    """A training loop: its body calls ``backward()``/``step()``, directly or through a
+    function of the same file (``self._backward(loss)``)."""
+    if loop.training:
+        return True
+    summaries = ctx.summaries
+    return summaries is not None and summaries.trains(loop.node, ctx.fn.class_name)
+
+
 def _container(node: ast.AST) -> ast.AST:
     """The container expression of a ``d[k] = v`` statement (or the node itself)."""
     if type(node) is ast.Assign and type(node.targets[0]) is ast.Subscript:
@@ -137,8 +146,12 @@ class GraphAccumulation(Rule):
         is worse: every addition extends a single graph that links all iterations.
 
     Known problems:
-        The linter follows values within one function. A graph that passes through a helper
-        function, or a container filled in another function, is not seen. A list that is
+        Values are followed through the functions of the same file (a helper that
+        returns the loss, ``self._step(batch)`` returning ``loss, pred``, a helper that
+        calls ``backward()`` making the calling loop a training loop); a helper in another
+        file, or a container filled in another function, is not seen. The fix
+        (``.detach()``) is offered only where the value is known to be a tensor, not a
+        tuple, dict or model output. A list that is
         summed into a loss later in the same function (``sum(losses).backward()``) is
         intentional and not flagged. Loops over tiles, chunks or prompts that collect
         outputs (and return them) are part of a computation, not a per-step loop, and are
@@ -179,9 +192,9 @@ class GraphAccumulation(Rule):
             return
         acc, loops, step_fn = found
         fn = ctx.fn
-        if is_forward_function(fn, ctx) and not any(lp.training for lp in loops):
+        training = any(_trains(lp, ctx) for lp in loops)
+        if is_forward_function(fn, ctx) and not training:
             return
-        training = any(lp.training for lp in loops)
         if not training:
             if fn.is_eval() or any(lp.eval_loader for lp in loops):
                 return  # TMM103 reports evaluation code

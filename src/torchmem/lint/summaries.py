@@ -1,0 +1,282 @@
+"""Function summaries: what a call to a function of the same file does with its arguments.
+
+The data flow of one function (:mod:`torchmem.lint.dataflow`) knows nothing of what a helper
+returns. :class:`Summaries` indexes the functions and classes of the linted file and, when
+the flow meets a call it can resolve, walks the callee once for the kinds of the arguments at
+that call (and the call site's grad mode), memoised per ``(callee, argument kinds)``:
+
+- ``returns``: the kind of what the callee returns (a loss computed by ``self.step(batch)``,
+  ``return loss * n``, ``return loss, logging_output``);
+- ``stores``: the ``self.*`` containers the callee adds a graph-carrying value to
+  (``self.sum += val``, ``self.outputs.append(log)``), with the line that does it.
+
+Calls it resolves: ``self.method(...)`` inside a class (to that class's method),
+``helper(...)`` (to a top-level function of the file) and ``obj.method(...)`` where ``obj``
+was assigned an instance of a class of the file in the same function
+(``meter = Metric(); ... meter.update(loss)``). Nested calls are summarised in turn, up to
+:data:`MAX_DEPTH` levels; recursion stops at a function already being summarised.
+
+Known limitations:
+    Functions of other files, methods reached through attributes set elsewhere
+    (``self.metric.update(x)`` where ``self.metric = Metric()`` in ``__init__``), bound-method
+    aliases, callbacks and hooks are not resolved: such calls keep the "unknown" kind.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Callable, NamedTuple
+
+from torchmem.lint.facts import key_of
+from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.context import Context
+    from torchmem.lint.dataflow import Flow
+    from torchmem.lint.walker import Walker
+
+__all__ = ["Summary", "Summaries", "MAX_DEPTH"]
+
+#: how deep summaries of summaries go (helper -> helper -> helper)
+MAX_DEPTH = 3
+_FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_ADD_METHODS = frozenset({"append", "extend", "appendleft", "add", "insert"})
+
+
+class Summary(NamedTuple):
+    """What one call does.
+
+    Attributes:
+        returns: kind of the returned value (0 when unknown or nothing).
+        stores: ``(container key, line)`` of each ``self.*`` container the callee adds a
+            graph-carrying value to.
+        name: the callee's qualified name for messages (``Metric.update``).
+        elements: the kinds of the elements when every ``return`` is a tuple literal of
+            the same length (``return loss, out.argmax(1)``), else ``None``.
+    """
+
+    returns: int
+    stores: tuple[tuple[str, int], ...]
+    name: str
+    elements: tuple[int, ...] | None = None
+
+
+class _Callee(NamedTuple):
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    cls: ast.ClassDef | None
+    bound: bool  # called as a method: the first parameter is self
+
+
+class Summaries:
+    """The functions and classes of one file, and the summaries of calls to them."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        for stmt in tree.body:
+            if isinstance(stmt, _FUNC_TYPES):
+                self.functions[stmt.name] = stmt
+            elif isinstance(stmt, ast.ClassDef):
+                self.classes[stmt.name] = stmt
+        self._memo: dict[tuple[int, tuple[tuple[str, int], ...], bool], Summary | None] = {}
+        self._active: list[int] = []
+        self._class_attrs: dict[int, dict[str, int]] = {}
+        self._trains: dict[int, bool] = {}
+        self._backward: dict[int, bool] = {}
+        self.walker: Walker | None = None
+
+    # -- resolution ---------------------------------------------------------------
+    def _method(self, cls: ast.ClassDef, name: str
+                ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for stmt in cls.body:
+            if isinstance(stmt, _FUNC_TYPES) and stmt.name == name:
+                if any(key_of(d) in ("staticmethod", "property") for d in stmt.decorator_list):
+                    return None
+                return stmt
+        for base in cls.bases:  # a base class of the same file
+            parent = self.classes.get(key_of(base) or "")
+            if parent is not None and parent is not cls:
+                found = self._method(parent, name)
+                if found is not None:
+                    return found
+        return None
+
+    def resolve(self, func: ast.expr, flow: Flow) -> _Callee | None:
+        """The function of this file that ``func(...)`` calls, if it can be told."""
+        if not self.functions and not self.classes:
+            return None
+        t = type(func)
+        if t is ast.Name:
+            node = self.functions.get(func.id)  # type: ignore[attr-defined]
+            return _Callee(node, None, False) if node is not None else None
+        if t is not ast.Attribute or type(func.value) is not ast.Name:  # type: ignore[attr-defined]
+            return None
+        owner = func.value.id  # type: ignore[attr-defined]
+        attr = func.attr  # type: ignore[attr-defined]
+        cls_name = flow.ctx.fn.class_name if owner == "self" else flow.instances.get(owner)
+        cls = self.classes.get(cls_name) if cls_name else None
+        if cls is None:
+            return None
+        method = self._method(cls, attr)
+        return _Callee(method, cls, True) if method is not None else None
+
+    def trains(self, loop: ast.AST, class_name: str | None) -> bool:
+        """Whether the body of ``loop`` calls a function of this file that runs
+        ``backward()`` or an optimizer step (``self._backward(loss)``, ``train_step(b)``):
+        then the loop is a training loop although its own body has no backward."""
+        memo = self._trains
+        if id(loop) in memo:
+            return memo[id(loop)]
+        memo[id(loop)] = False
+        found = False
+        for node in ast.walk(loop):
+            if type(node) is not ast.Call:
+                continue
+            func = node.func
+            target = None
+            if type(func) is ast.Name:
+                target = self.functions.get(func.id)
+            elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
+                    func.value.id == "self" and class_name in self.classes:
+                target = self._method(self.classes[class_name], func.attr)  # type: ignore[index]
+            if target is not None and self._runs_backward(target):
+                found = True
+                break
+        memo[id(loop)] = found
+        return found
+
+    def _runs_backward(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        from torchmem.lint.facts import gather
+
+        cached = self._backward.get(id(node))
+        if cached is None:
+            facts = gather(node.body, lambda n: None)
+            cached = facts.has_backward or facts.has_step
+            self._backward[id(node)] = cached
+        return cached
+
+    # -- summarising --------------------------------------------------------------
+    def summarize(self, call: ast.Call, flow: Flow) -> Summary | None:
+        """The summary of ``call`` for the kinds of its arguments at this point."""
+        callee = self.resolve(call.func, flow)
+        if callee is None or self.walker is None:
+            return None
+        ctx = flow.ctx
+        kinds = _argument_kinds(callee, call, flow)
+        key = (id(callee.node), tuple(sorted(kinds.items())), bool(ctx.no_grad))
+        if key in self._memo:
+            return self._memo[key]
+        if id(callee.node) in self._active or len(self._active) >= MAX_DEPTH:
+            return None
+        self._active.append(id(callee.node))
+        try:
+            summary = self._walk(callee, kinds, ctx)
+        finally:
+            self._active.pop()
+        self._memo[key] = summary
+        return summary
+
+    def _walk(self, callee: _Callee, kinds: dict[str, int], ctx: Context) -> Summary:
+        from torchmem.lint.walker import Walker
+
+        node = callee.node
+        returns: list[int] = []
+        tuples: list[list[int] | None] = []
+        stores: list[tuple[str, int]] = []
+
+        def on_return(stmt: ast.Return, c: Context) -> None:
+            if c.fn.node is node and stmt.value is not None:
+                returns.append(c.kind(stmt.value))
+                value = stmt.value
+                tuples.append([_merge([c.kind(e)]) for e in value.elts]
+                              if type(value) is ast.Tuple else None)  # type: ignore[attr-defined]
+
+        def on_augassign(stmt: ast.AugAssign, c: Context) -> None:
+            key = key_of(stmt.target) or ""
+            if type(stmt.op) is ast.Add and key.startswith("self.") and \
+                    c.kind(stmt.value) & GRAPH:
+                stores.append((key, stmt.lineno))
+
+        def on_assign(stmt: ast.Assign, c: Context) -> None:
+            for target in stmt.targets:
+                if type(target) is ast.Subscript and not isinstance(target.slice, ast.Constant):
+                    key = key_of(target.value) or ""
+                    if key.startswith("self.") and c.kind(stmt.value) & GRAPH:
+                        stores.append((key, stmt.lineno))
+
+        def on_call(expr: ast.Call, c: Context) -> None:
+            func = expr.func
+            if type(func) is ast.Attribute and func.attr in _ADD_METHODS and expr.args:
+                key = key_of(func.value) or ""
+                if key.startswith("self.") and c.kind(expr.args[-1]) & GRAPH:
+                    stores.append((key, expr.lineno))
+
+        handlers: dict[type, list[Callable[..., None]]] = {
+            ast.Return: [on_return], ast.AugAssign: [on_augassign], ast.Assign: [on_assign],
+            ast.Call: [on_call]}
+        walker = Walker(ctx, handlers, {h: [] for h in ("enter_loop", "leave_loop",
+                                                         "enter_function", "leave_function")})
+        saved = (ctx.class_attrs, ctx.in_module_class, ctx.cond_depth)
+        if callee.cls is not None:
+            attrs = self._class_attrs.get(id(callee.cls))
+            if attrs is None:
+                attrs = walker._class_attrs(callee.cls)
+                self._class_attrs[id(callee.cls)] = attrs
+            ctx.class_attrs = attrs
+            ctx.in_module_class = callee.cls.name in ctx.module_classes
+        no_grad = ctx.no_grad
+        try:
+            walker.function(node, node.body, node.name, node.args, node.decorator_list,
+                            class_name=callee.cls.name if callee.cls else None,
+                            arg_kinds=kinds, force_no_grad=bool(no_grad))
+        finally:
+            ctx.class_attrs, ctx.in_module_class, ctx.cond_depth = saved
+        elements = None
+        if tuples and all(t is not None and len(t) == len(tuples[0]) for t in tuples):  # type: ignore[arg-type]
+            elements = tuple(_merge([t[i] for t in tuples])  # type: ignore[index]
+                             for i in range(len(tuples[0])))  # type: ignore[arg-type]
+        name = f"{callee.cls.name}.{node.name}" if callee.cls else node.name
+        return Summary(_merge(returns), tuple(stores), name, elements)
+
+
+def _merge(returns: list[int]) -> int:
+    """The kind of a call whose ``return`` statements have these kinds: graph-carrying when
+    some path returns a graph (what that path returns), a tensor when all return one."""
+    kind = 0
+    if not returns:
+        return 0
+    graph = [k for k in returns if k & GRAPH]
+    if graph:
+        kind = GRAPH
+        for k in graph:
+            kind |= k & (VALUE & ~TYPED)
+        if all(k & TYPED and not k & CONTAINER for k in graph):
+            kind |= TYPED
+    elif all(k & TENSOR for k in returns):
+        kind = TENSOR | (TYPED if all(k & TYPED for k in returns) else 0)
+    if all(k & TYPE for k in returns):
+        for k in returns:
+            kind |= k & TYPE
+    return kind
+
+
+def _argument_kinds(callee: _Callee, call: ast.Call, flow: Flow) -> dict[str, int]:
+    """Kinds of the callee's parameters at this call (positional and keyword arguments)."""
+    args = callee.node.args
+    params = [a.arg for a in args.posonlyargs + args.args]
+    if callee.bound and params:
+        params = params[1:]
+    out: dict[str, int] = {}
+    for name, value in zip(params, call.args):
+        if type(value) is ast.Starred:
+            break
+        kind = flow.kind(value)
+        if kind:
+            out[name] = kind
+    names = set(params) | {a.arg for a in args.kwonlyargs}
+    for kw in call.keywords:
+        if kw.arg in names:
+            kind = flow.kind(kw.value)
+            if kind:
+                out[kw.arg] = kind  # type: ignore[index]
+    return out
