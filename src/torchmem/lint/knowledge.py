@@ -14,7 +14,7 @@ import re
 __all__ = [
     "FACTORIES", "NO_GRAPH_METHODS", "SCALAR_METHODS", "NO_GRAPH_FUNCTIONS", "SCALAR_ATTRS",
     "INPLACE_SAFE_ON_LEAF", "MODEL_NAME", "LOSS_NAME", "LOADER_NAME", "EVAL_LOADER_NAME",
-    "EVAL_FUNCTION", "OPTIMIZER_NAME", "BACKWARD_CALLERS", "is_inplace_method",
+    "EVAL_FUNCTION", "OPTIMIZER_NAME", "BACKWARD_CALLERS", "is_inplace_method", "TARGET_NAME",
     "NO_GRAD_CONTEXTS", "ENABLE_GRAD_CONTEXTS", "GRAPH_FREE_BUILTINS", "PASS_THROUGH_BUILTINS",
     "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name", "MOVE_METHODS",
     "TUPLE_RESULTS", "TENSOR_ONLY_METHODS", "is_constructor_name",
@@ -153,6 +153,9 @@ def is_constructor_name(name: str) -> bool:
 
 
 #: names that denote a loss function or criterion
+#: names of targets (labels) by convention: they never require grad
+TARGET_NAME = re.compile(r"^(y|y_?true|y_?gt|gts?|targets?|labels?|ground_truths?|"
+                         r"[a-z0-9_]*_(targets?|labels?))$", re.IGNORECASE)
 LOSS_NAME = re.compile(r"(loss|criterion|criteria|objective)", re.IGNORECASE)
 #: names that denote an optimizer
 OPTIMIZER_NAME = re.compile(r"^(opt|optim|optimizer|optimiser|[a-z0-9_]*_(opt|optim|optimizer))$",

@@ -41,6 +41,9 @@ __all__ = ["Summary", "Summaries", "MAX_DEPTH"]
 MAX_DEPTH = 3
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ADD_METHODS = frozenset({"append", "extend", "appendleft", "add", "insert"})
+#: calls that turn a tensor into a plain Python value (or a NumPy array): no graph
+_NUMBER_CALLS = frozenset({"float", "int", "bool", "len", "str", "repr", "item", "tolist",
+                           "numpy", "detach", "id", "hash", "round", "format", "isinstance"})
 
 
 class Summary(NamedTuple):
@@ -53,12 +56,14 @@ class Summary(NamedTuple):
         name: the callee's qualified name for messages (``Metric.update``).
         elements: the kinds of the elements when every ``return`` is a tuple literal of
             the same length (``return loss, out.argmax(1)``), else ``None``.
+        kept: the stored expression of each entry of ``stores`` and its kind, in order.
     """
 
     returns: int
     stores: tuple[tuple[str, int], ...]
     name: str
     elements: tuple[int, ...] | None = None
+    kept: tuple[tuple[ast.expr, int], ...] = ()
 
 
 class _Callee(NamedTuple):
@@ -183,6 +188,7 @@ class Summaries:
         returns: list[int] = []
         tuples: list[list[int] | None] = []
         stores: list[tuple[str, int]] = []
+        kept: list[tuple[ast.expr, int]] = []
 
         def on_return(stmt: ast.Return, c: Context) -> None:
             if c.fn.node is node and stmt.value is not None:
@@ -194,22 +200,25 @@ class Summaries:
         def on_augassign(stmt: ast.AugAssign, c: Context) -> None:
             key = key_of(stmt.target) or ""
             if type(stmt.op) is ast.Add and key.startswith("self.") and \
-                    c.kind(stmt.value) & GRAPH:
+                    keeps_graph(stmt.value, c):
                 stores.append((key, stmt.lineno))
+                kept.append((stmt.value, c.kind(stmt.value)))
 
         def on_assign(stmt: ast.Assign, c: Context) -> None:
             for target in stmt.targets:
                 if type(target) is ast.Subscript and not isinstance(target.slice, ast.Constant):
                     key = key_of(target.value) or ""
-                    if key.startswith("self.") and c.kind(stmt.value) & GRAPH:
+                    if key.startswith("self.") and keeps_graph(stmt.value, c):
                         stores.append((key, stmt.lineno))
+                        kept.append((stmt.value, c.kind(stmt.value)))
 
         def on_call(expr: ast.Call, c: Context) -> None:
             func = expr.func
             if type(func) is ast.Attribute and func.attr in _ADD_METHODS and expr.args:
                 key = key_of(func.value) or ""
-                if key.startswith("self.") and c.kind(expr.args[-1]) & GRAPH:
+                if key.startswith("self.") and keeps_graph(expr.args[-1], c):
                     stores.append((key, expr.lineno))
+                    kept.append((expr.args[-1], c.kind(expr.args[-1])))
 
         handlers: dict[type, list[Callable[..., None]]] = {
             ast.Return: [on_return], ast.AugAssign: [on_augassign], ast.Assign: [on_assign],
@@ -236,7 +245,54 @@ class Summaries:
             elements = tuple(_merge([t[i] for t in tuples])  # type: ignore[index]
                              for i in range(len(tuples[0])))  # type: ignore[arg-type]
         name = f"{callee.cls.name}.{node.name}" if callee.cls else node.name
-        return Summary(_merge(returns), tuple(stores), name, elements)
+        return Summary(_merge(returns), tuple(stores), name, elements, tuple(kept))
+
+    def if_given_graphs(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef,
+                        ctx: Context) -> Summary | None:
+        """The summary of method ``node`` of ``cls`` when every parameter annotated as a
+        tensor (``x: torch.Tensor``, ``output: tuple[Tensor, Tensor]``) carries an autograd
+        graph, as it does when a training loop passes a loss or a model output; ``None``
+        when no parameter is annotated so."""
+        kinds: dict[str, int] = {}
+        args = node.args
+        for a in (args.posonlyargs + args.args + args.kwonlyargs)[1:]:
+            text = ast.unparse(a.annotation) if a.annotation is not None else ""
+            if "Tensor" not in text:
+                continue
+            whole = text.rpartition("[")[0] if "[" in text else ""
+            if any(w in whole for w in ("tuple", "Tuple", "Sequence", "list", "List")):
+                kinds[a.arg] = GRAPH | CONTAINER
+            elif not whole or "Optional" in whole:
+                kinds[a.arg] = GRAPH | TYPED
+        if not kinds or id(node) in self._active:
+            return None
+        self._active.append(id(node))
+        try:
+            return self._walk(_Callee(node, cls, True), kinds, ctx)
+        finally:
+            self._active.pop()
+
+
+def keeps_graph(value: ast.expr, c: Context) -> bool:
+    """Whether storing ``value`` keeps an autograd graph: it carries one, or it is the
+    result of a call the linter cannot see into (``hvd.allreduce(val.cpu())``,
+    ``all_gather(x)``) made on a graph-carrying tensor: such a call is taken to pass the
+    graph through, unless its name says it returns a plain number (``float``, ``len``,
+    ``.item()``, ``.tolist()``, ``.numpy()``: their kinds are known and not graph-carrying).
+    """
+    kind = c.kind(value)
+    if kind & GRAPH:
+        return True
+    if kind or type(value) is not ast.Call:
+        return False
+    func = value.func  # type: ignore[attr-defined]
+    name = func.attr if type(func) is ast.Attribute else (
+        func.id if type(func) is ast.Name else "")
+    qual = c.qualname(func) or ""
+    if name in _NUMBER_CALLS or qual == "torch" or qual.startswith("torch."):
+        return False  # a plain number, or a torch call whose kind is known
+    args = list(value.args) + [kw.value for kw in value.keywords]  # type: ignore[attr-defined]
+    return any(keeps_graph(a, c) for a in args)
 
 
 def _merge(returns: list[int]) -> int:

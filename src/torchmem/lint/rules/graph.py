@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING
 from torchmem.lint.dataflow import CONTAINER, GRAPH, TYPED, VALUE
 from torchmem.lint.facts import key_of, target_keys
 from torchmem.lint.registry import Rule, register
+from torchmem.lint.rules._callee_stores import (
+    accumulating_method, callee_store, is_plain_tensor,
+)
 from torchmem.lint.rules._common import (
     STEP_FUNCTIONS, Accumulation, accumulation, describe, is_forward_function,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from torchmem.lint.engine import Context, LoopState
+    from torchmem.lint.engine import Context, FunctionState, LoopState
 
 __all__ = ["GraphAccumulation", "HiddenStateCarried", "EvalWithoutNoGrad", "RetainGraphInLoop"]
 
@@ -138,6 +141,14 @@ class GraphAccumulation(Rule):
         ``.detach()`` or ``float()`` intervenes. The container must outlive the iteration:
         it is created before the loop, or is an attribute.
 
+        Also flags a call in such a loop that hands a graph-carrying value to a method of a
+        class of the same file which keeps it on its object (``meter.update(loss)`` where
+        ``update`` does ``self.sum += val``), and a public method of a plain class (not an
+        ``nn.Module``) that adds values computed from its tensor-annotated parameters to
+        ``self.*`` (a metric's ``update(self, output: tuple[Tensor, Tensor])`` doing
+        ``self._sum += F.cross_entropy(y_pred, y)``): called from a training loop with a
+        loss or a model output, it keeps every call's graph.
+
     Why:
         A tensor produced by a forward pass references its ``grad_fn``, and through it the
         whole graph of that iteration: the nodes, and until ``backward()`` runs, every
@@ -149,7 +160,13 @@ class GraphAccumulation(Rule):
         Values are followed through the functions of the same file (a helper that
         returns the loss, ``self._step(batch)`` returning ``loss, pred``, a helper that
         calls ``backward()`` making the calling loop a training loop); a helper in another
-        file, or a container filled in another function, is not seen. The fix
+        file, or a container filled in another function, is not seen. A call whose result
+        the linter cannot see into (``hvd.allreduce(val)``) is taken to pass the graph of
+        its tensor arguments through when its result is kept on an object. For methods that
+        accumulate their arguments, parameters annotated as tensors are assumed to carry a
+        graph, except target-like names (``y``, ``labels``, ``target``); private methods
+        (``_update``) are judged at their callers instead, and subclasses of
+        ``torchmetrics.Metric`` (whose ``update`` runs without autograd) are skipped. The fix
         (``.detach()``) is offered only where the value is known to be a tensor, not a
         tuple, dict or model output. A list that is
         summed into a loss later in the same function (``sum(losses).backward()``) is
@@ -224,9 +241,64 @@ class GraphAccumulation(Rule):
             fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
         ctx.report(self, acc.value, msg, fix)
 
+    def _check_callee(self, node: ast.Call, ctx: Context) -> None:
+        """``meter.update(loss)`` where the method keeps its argument on its object."""
+        found = callee_store(node, ctx)
+        if found is None:
+            return
+        step_fn = ctx.fn.name in STEP_FUNCTIONS
+        training = any(_trains(lp, ctx) for lp in found.loops)
+        if not training and not step_fn and not any(lp.loader for lp in found.loops):
+            return
+        if not training and (ctx.fn.is_eval() or any(lp.eval_loader for lp in found.loops)):
+            return  # TMM103 reports evaluation code
+        if not found.loops and not step_fn:
+            return
+        arg = found.arg
+        v = describe(arg)
+        where = "training loop" if training else "loop"
+        span = "each call of this training step" if step_fn and not found.loops else \
+            f"each iteration of the {where}"
+        msg = (f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
+               f"which keeps it in '{found.container}' (line {found.line}), on an object that "
+               f"outlives {span}: every iteration's graph stays alive; "
+               f"pass {v}.detach() (or {v}.item() for a scalar)"
+               if is_plain_tensor(arg, ctx) else
+               f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
+               f"which keeps it in '{found.container}' (line {found.line}), on an object that "
+               f"outlives {span}: every iteration's graph stays alive; pass detached copies "
+               f"of its tensors")
+        fix = None
+        if type(arg) in _SIMPLE and is_plain_tensor(arg, ctx):
+            line, col, end_line, end_col = ctx.span(arg)
+            fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
+        ctx.report(self, node, msg, fix)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if type(node.func) is ast.Attribute and (ctx.loops or ctx.fn.name in STEP_FUNCTIONS):
             self._check(node, ctx)
+            self._check_callee(node, ctx)
+
+    def enter_function(self, state: FunctionState, ctx: Context) -> None:
+        """A method that accumulates its tensor arguments on its object (a metric's
+        ``update(self, output: tuple[Tensor, Tensor])`` doing ``self._sum += loss``)."""
+        for value, kind, container in accumulating_method(state, ctx):
+            v = describe(value)
+            if type(value) not in _SIMPLE:
+                v = f"({v})"
+            tensor = bool(kind & TYPED) and not kind & CONTAINER
+            how = (f"keep {v}.detach()" if tensor else
+                   f"keep detached copies of the tensors in {v}")
+            msg = (f"'{describe(value)}' is computed from the tensor arguments of "
+                   f"{state.name}() and kept in '{container}', which lives as long as the "
+                   f"object: when {state.name}() is called with tensors that carry an autograd "
+                   f"graph (a loss or model output during training), every call's graph stays "
+                   f"alive; {how}")
+            fix = None
+            if tensor and type(value) in _SIMPLE:
+                line, col, end_line, end_col = ctx.span(value)
+                fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
+            ctx.report(self, value, msg, fix)
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
         if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
