@@ -268,6 +268,10 @@ def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
         if self.env.get(name, 0) & MODEL or (name == "self" and self.ctx.in_module_class):
             return True
         return name in slice_ or is_model_name(name)
+    if tf is ast.Subscript:  # self.model["generator"](z): an entry of a ModuleDict
+        key = key_of(func.value)  # type: ignore[attr-defined]
+        return key is not None and (bool(self.env.get(key, 0) & MODEL) or (
+            key.count(".") <= 1 and is_model_name(last_name(key))))
     if tf is not ast.Attribute or self.ctx.qualname(func) is not None:
         return False
     attr = func.attr  # type: ignore[attr-defined]

@@ -127,6 +127,9 @@ class Context:
         self._qual_cache: dict[int, str | None] = {}
         #: summaries of the functions of this file (set by the engine)
         self.summaries: Summaries | None = None
+        #: ``id()`` of the functions every call of which, in this file, runs under
+        #: ``no_grad`` (:func:`torchmem.lint.callers.no_grad_functions`)
+        self.quiet_functions: frozenset[int] = frozenset()
 
     # -- queries -------------------------------------------------------------------
     @property

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.registry import Rule, select_rules
+from torchmem.lint.callers import no_grad_functions
 from torchmem.lint.summaries import Summaries
 from torchmem.lint.violation import LintSyntaxError, Violation
 from torchmem.lint.walker import Walker
@@ -157,6 +158,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     ctx.summaries.walker = walker
     for stmt in _top_level(tree.body):
         walker._import(stmt)
+    ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
     limit = sys.getrecursionlimit()
     try:
         # anything ast.parse accepts (long operator chains) must not exhaust the default limit

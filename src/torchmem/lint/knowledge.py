@@ -14,7 +14,7 @@ import re
 __all__ = [
     "FACTORIES", "NO_GRAPH_METHODS", "SCALAR_METHODS", "NO_GRAPH_FUNCTIONS", "SCALAR_ATTRS",
     "INPLACE_SAFE_ON_LEAF", "MODEL_NAME", "LOSS_NAME", "LOADER_NAME", "EVAL_LOADER_NAME",
-    "EVAL_FUNCTION", "OPTIMIZER_NAME", "BACKWARD_CALLERS", "is_inplace_method", "TARGET_NAME",
+    "EVAL_FUNCTION", "OPTIMIZER_NAME", "is_no_grad_decorator", "BACKWARD_CALLERS", "is_inplace_method", "TARGET_NAME",
     "NO_GRAD_CONTEXTS", "ENABLE_GRAD_CONTEXTS", "GRAPH_FREE_BUILTINS", "PASS_THROUGH_BUILTINS",
     "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name", "MOVE_METHODS",
     "TUPLE_RESULTS", "TENSOR_ONLY_METHODS", "is_constructor_name",
@@ -105,6 +105,17 @@ NO_GRAD_CONTEXTS = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
     "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
 })
+
+
+def is_no_grad_decorator(name: str | None) -> bool:
+    """A decorator that runs the function without autograd recording: torch's own, or a
+    project's wrapper named so (``@smart_inference_mode()``, ``@utils.no_grad()``)."""
+    if not name:
+        return False
+    tail = name.rpartition(".")[2]
+    return name in NO_GRAD_CONTEXTS or tail.endswith(("inference_mode", "no_grad"))
+
+
 ENABLE_GRAD_CONTEXTS = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
 
 #: Lightning runs these hooks under ``torch.no_grad()`` / ``inference_mode()`` itself

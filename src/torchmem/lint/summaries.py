@@ -57,6 +57,8 @@ class Summary(NamedTuple):
         elements: the kinds of the elements when every ``return`` is a tuple literal of
             the same length (``return loss, out.argmax(1)``), else ``None``.
         kept: the stored expression of each entry of ``stores`` and its kind, in order.
+        forwards: the callee runs a module's forward pass with autograd recording on
+            (directly or through a function it calls).
     """
 
     returns: int
@@ -64,6 +66,7 @@ class Summary(NamedTuple):
     name: str
     elements: tuple[int, ...] | None = None
     kept: tuple[tuple[ast.expr, int], ...] = ()
+    forwards: bool = False
 
 
 class _Callee(NamedTuple):
@@ -189,6 +192,7 @@ class Summaries:
         tuples: list[list[int] | None] = []
         stores: list[tuple[str, int]] = []
         kept: list[tuple[ast.expr, int]] = []
+        forwards: list[ast.Call] = []
 
         def on_return(stmt: ast.Return, c: Context) -> None:
             if c.fn.node is node and stmt.value is not None:
@@ -214,6 +218,13 @@ class Summaries:
 
         def on_call(expr: ast.Call, c: Context) -> None:
             func = expr.func
+            if not c.no_grad and not forwards and c.fn.node is node:
+                if c.fn.flow.is_forward(expr, strict=True):
+                    forwards.append(expr)
+                elif type(func) is not ast.Name or func.id in self.functions:
+                    inner = self.summarize(expr, c.fn.flow)
+                    if inner is not None and inner.forwards:
+                        forwards.append(expr)
             if type(func) is ast.Attribute and func.attr in _ADD_METHODS and expr.args:
                 key = key_of(func.value) or ""
                 if key.startswith("self.") and keeps_graph(expr.args[-1], c):
@@ -245,7 +256,8 @@ class Summaries:
             elements = tuple(_merge([t[i] for t in tuples])  # type: ignore[index]
                              for i in range(len(tuples[0])))  # type: ignore[arg-type]
         name = f"{callee.cls.name}.{node.name}" if callee.cls else node.name
-        return Summary(_merge(returns), tuple(stores), name, elements, tuple(kept))
+        return Summary(_merge(returns), tuple(stores), name, elements, tuple(kept),
+                       bool(forwards))
 
     def if_given_graphs(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef,
                         ctx: Context) -> Summary | None:

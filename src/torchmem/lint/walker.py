@@ -17,6 +17,7 @@ from torchmem.lint.dataflow import LOADER, MODEL, TYPE, VALUE, Flow, meet
 from torchmem.lint.facts import FunctionFacts, key_of
 from torchmem.lint.knowledge import (
     ENABLE_GRAD_CONTEXTS, EVAL_LOADER_NAME, LIGHTNING_NO_GRAD_HOOKS, NO_GRAD_CONTEXTS, last_name,
+    is_no_grad_decorator,
 )
 
 __all__ = ["Walker"]
@@ -467,9 +468,9 @@ class Walker:
                     env[a.arg] = kind
                 else:
                     env.pop(a.arg, None)
-        no_grad = force_no_grad or any(
-            ctx.qualname(d.func if type(d) is ast.Call else d) in NO_GRAD_CONTEXTS
-            for d in decorators or ())
+        no_grad = force_no_grad or id(node) in ctx.quiet_functions or any(
+            is_no_grad_decorator(ctx.qualname(d.func if type(d) is ast.Call else d) or key_of(
+                d.func if type(d) is ast.Call else d)) for d in decorators or ())
         state.no_grad = no_grad
         saved = (ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth)
         ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = (

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from torchmem.lint.facts import key_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from torchmem.lint.engine import Context, FunctionState
+    from torchmem.lint.engine import Context, FunctionState, LoopState
 
 __all__ = ["Accumulation", "accumulation", "is_forward_function", "STEP_FUNCTIONS",
-           "describe", "loop_kind_word"]
+           "describe", "loop_kind_word", "trains", "fresh"]
 
 _ACC_METHODS = frozenset({"append", "appendleft", "extend", "insert", "add"})
 _CONCAT = frozenset({"torch.cat", "torch.stack", "torch.vstack", "torch.hstack", "torch.concat",
@@ -130,3 +130,26 @@ def describe(node: ast.AST, limit: int = 40) -> str:
 
 def loop_kind_word(loop_training: bool) -> str:
     return "training loop" if loop_training else "loop"
+
+
+def trains(loop: LoopState, ctx: Context) -> bool:
+    """A training loop: its body calls ``backward()``/``step()``, directly or through a
+    function of the same file (``self._backward(loss)``)."""
+    if loop.training:
+        return True
+    summaries = ctx.summaries
+    return summaries is not None and summaries.trains(loop.node, ctx.fn.class_name)
+
+
+def fresh(value: ast.AST, loops: list[LoopState]) -> bool:
+    """Whether ``value`` is computed anew on each iteration of the outermost of ``loops``."""
+    if not loops:
+        return True
+    assigned = loops[0].facts.assigned
+    for sub in ast.walk(value):
+        t = type(sub)
+        if t is ast.Call:
+            return True
+        if (t is ast.Name or t is ast.Attribute) and key_of(sub) in assigned:
+            return True
+    return False
