@@ -223,6 +223,8 @@ class Context:
                fix: Sequence[Edit] | None = None) -> None:
         """Record a violation of ``rule`` at ``node`` with an optional fix."""
         line, col, end_line, end_col = self.span(node)
+        if rule.category == "hygiene":
+            message = f"hygiene (not a memory problem): {message}"
         fx = None
         if fix and rule.fix_title and rule.fix_safety:
             fx = Fix(rule.fix_title, rule.fix_safety, tuple(fix))

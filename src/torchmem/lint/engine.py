@@ -9,7 +9,7 @@ selected rules for each node type (``visit_Call``...) plus the ``enter_loop`` /
 
 Example:
     >>> from torchmem.lint.engine import lint_source
-    >>> lint_source("import torch\\ntorch.ones(1).storage()\\n")[0].code
+    >>> lint_source("import torch\\ntorch.ones(1).storage()\\n", select="TMM402")[0].code
     'TMM402'
 """
 
@@ -126,7 +126,8 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         text: the Python source.
         path: the file name used in the violations.
         select: rule codes, prefixes (``TMM1``) or ``ALL``; ``None`` means the default set
-            (every rule except the opinionated ``TMM9xx``).
+            (the memory and correctness rules: not the hygiene ``TMM401``/``TMM402``/
+            ``TMM404`` or the opinionated ``TMM9xx``).
         ignore: codes or prefixes to leave out (wins over ``select``).
 
     Returns:

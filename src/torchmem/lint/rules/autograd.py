@@ -74,6 +74,8 @@ class TensorData(Rule):
     """
 
     code = "TMM401"
+    category = "hygiene"
+    default_enabled = False
     name = "tensor-data"
     summary = ".data bypasses autograd's checks; use .detach() or torch.no_grad()"
     fix_title = "Replace .data with .detach()"
@@ -147,6 +149,8 @@ class DeprecatedStorage(Rule):
     """
 
     code = "TMM402"
+    category = "hygiene"
+    default_enabled = False
     name = "deprecated-storage"
     summary = "Tensor.storage() is deprecated; use untyped_storage()"
     fix_title = "Replace .storage() with .untyped_storage()"
@@ -230,6 +234,7 @@ class InplaceOnLeaf(Rule):
     """
 
     code = "TMM403"
+    category = "correctness"
     name = "inplace-on-leaf"
     summary = "in-place op on a leaf tensor that requires grad, outside torch.no_grad()"
 
@@ -324,6 +329,8 @@ class CheckpointReentrant(Rule):
     """
 
     code = "TMM404"
+    category = "hygiene"
+    default_enabled = False
     name = "checkpoint-use-reentrant"
     summary = "checkpoint() without an explicit use_reentrant argument"
     fix_title = "Pass use_reentrant=False"
