@@ -145,6 +145,27 @@ class Context:
         """Data-flow kind of an expression (see :mod:`torchmem.lint.dataflow`)."""
         return self.fn.flow.kind(node)
 
+    def add_import(self, node: ast.stmt) -> None:
+        """Record the names an ``import`` / ``from ... import`` statement binds."""
+        if type(node) is ast.Import:
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.asname:
+                    self.imports[alias.asname] = alias.name
+                else:
+                    top = alias.name.partition(".")[0]
+                    self.imports[top] = top
+                if alias.name.partition(".")[0] == "torch":
+                    self.torch_imported = True
+        else:
+            mod = node.module or ""  # type: ignore[attr-defined]
+            if node.level:  # type: ignore[attr-defined]
+                mod = "." * node.level + mod  # type: ignore[attr-defined]
+            if mod.partition(".")[0] == "torch":
+                self.torch_imported = True
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.name != "*":
+                    self.imports[alias.asname or alias.name] = f"{mod}.{alias.name}"
+
     def qualname(self, node: ast.AST) -> str | None:
         """Fully qualified name of an imported name or attribute chain, else ``None``.
 

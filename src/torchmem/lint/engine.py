@@ -158,7 +158,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     ctx.summaries = Summaries(tree)
     ctx.summaries.walker = walker
     for stmt in _top_level(tree.body):
-        walker._import(stmt)
+        ctx.add_import(stmt)
     ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
     limit = sys.getrecursionlimit()
     try:

@@ -185,6 +185,7 @@ class Summaries:
         return summary
 
     def _walk(self, callee: _Callee, kinds: dict[str, int], ctx: Context) -> Summary:
+        from torchmem.lint.classes import class_attrs
         from torchmem.lint.walker import Walker
 
         node = callee.node
@@ -240,7 +241,7 @@ class Summaries:
         if callee.cls is not None:
             attrs = self._class_attrs.get(id(callee.cls))
             if attrs is None:
-                attrs = walker._class_attrs(callee.cls)
+                attrs = class_attrs(ctx, callee.cls)
                 self._class_attrs[id(callee.cls)] = attrs
             ctx.class_attrs = attrs
             ctx.in_module_class = callee.cls.name in ctx.module_classes
