@@ -154,7 +154,7 @@ class Summaries:
         return found
 
     def _runs_backward(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        from torchmem.lint.facts import gather
+        from torchmem.lint.gather import gather
 
         cached = self._backward.get(id(node))
         if cached is None:

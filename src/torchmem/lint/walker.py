@@ -16,6 +16,7 @@ from torchmem.lint.classes import class_attrs, is_module_class
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.dataflow import LOADER, TYPE, VALUE, Flow, meet
 from torchmem.lint.facts import key_of
+from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
 from torchmem.lint.knowledge import (
     EVAL_LOADER_NAME, LIGHTNING_NO_GRAD_HOOKS, is_no_grad_decorator, last_name,
@@ -339,7 +340,7 @@ class Walker:
                  class_name: str | None = None, force_no_grad: bool = False,
                  arg_kinds: dict[str, int] | None = None) -> None:
         ctx = self.ctx
-        facts = _facts.gather(body, ctx.qualname)
+        facts = gather(body, ctx.qualname)
         outer = ctx.fn
         env: dict[str, int] = {}
         if outer is not None:
