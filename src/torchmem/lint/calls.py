@@ -160,7 +160,7 @@ def call_kind(self: Flow, node: ast.Call) -> int:
     if tf is ast.Attribute:
         qual = ctx.qualname(func)
         if qual is not None:
-            return qualified_kind(self, qual, node)
+            return _imported_kind(self, node) or qualified_kind(self, qual, node)
         attr = func.attr  # type: ignore[attr-defined]
         if attr in SCALAR_METHODS:
             return 0
@@ -206,7 +206,7 @@ def call_kind(self: Flow, node: ast.Call) -> int:
         name = func.id  # type: ignore[attr-defined]
         qual = ctx.qualname(func)
         if qual is not None:
-            return qualified_kind(self, qual, node)
+            return _imported_kind(self, node) or qualified_kind(self, qual, node)
         known = self.env.get(name, 0)
         if known & MODEL:
             return self.forward()
@@ -223,6 +223,16 @@ def call_kind(self: Flow, node: ast.Call) -> int:
             return self.forward()
         return _named_callee(self, name, name, None, node)
     return 0
+
+def _imported_kind(self: Flow, node: ast.Call) -> int:
+    """Kind of a call to a function imported from another file of the linted tree, from
+    its summary (0 when it is not one, or returns nothing graph-related)."""
+    summaries = self.ctx.summaries
+    if summaries is None:
+        return 0
+    summary = summaries.summarize(node, self)
+    return summary.returns if summary is not None else 0
+
 
 def _named_callee(self: Flow, key: str, last: str, recv: ast.expr | None, node: ast.Call) -> int:
     """Kind of ``key(...)`` for a callee the linter knows only by name (or by the

@@ -25,9 +25,9 @@ graph tensor outside ``no_grad`` (``model`` is a module, or a callable whose res
 history, ``loss * 2`` whatever its operands are.
 
 Known limitations:
-    Calls to functions of other files (and to anything :mod:`torchmem.lint.summaries`
-    cannot resolve) return "unknown" (kind 0), so a graph that passes through such a
-    helper is lost: the rules stay silent rather than guess.
+    Calls to anything :mod:`torchmem.lint.summaries` cannot resolve (classes of other
+    files, installed packages, callbacks) return "unknown" (kind 0), so a graph that
+    passes through such a helper is lost: the rules stay silent rather than guess.
     Loop-carried values are not iterated to a fixed point: a value kind assigned in a
     loop body is unknown at the top of the body.
 """

@@ -155,7 +155,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         return []
     nodes, hooks = _table(rules)
     walker = Walker(ctx, nodes, hooks)
-    ctx.summaries = Summaries(tree)
+    ctx.summaries = Summaries(tree, path)
     ctx.summaries.walker = walker
     for stmt in _top_level(tree.body):
         ctx.add_import(stmt)

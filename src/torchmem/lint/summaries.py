@@ -11,13 +11,15 @@ that call (and the call site's grad mode), memoised per ``(callee, argument kind
   (``self.sum += val``, ``self.outputs.append(log)``), with the line that does it.
 
 Calls it resolves: ``self.method(...)`` inside a class (to that class's method),
-``helper(...)`` (to a top-level function of the file) and ``obj.method(...)`` where ``obj``
+``helper(...)`` (to a top-level function of the file), ``obj.method(...)`` where ``obj``
 was assigned an instance of a class of the file in the same function
-(``meter = Metric(); ... meter.update(loss)``). Nested calls are summarised in turn, up to
-:data:`MAX_DEPTH` levels; recursion stops at a function already being summarised.
+(``meter = Metric(); ... meter.update(loss)``), and top-level functions imported from
+other files of the tree (:mod:`torchmem.lint.imported`; walked in their own file's
+context). Nested calls are summarised in turn, up to :data:`MAX_DEPTH` levels; recursion
+stops at a function already being summarised.
 
 Known limitations:
-    Functions of other files, methods reached through attributes set elsewhere
+    Classes of other files, methods reached through attributes set elsewhere
     (``self.metric.update(x)`` where ``self.metric = Metric()`` in ``__init__``), bound-method
     aliases, callbacks and hooks are not resolved: such calls keep the "unknown" kind.
 """
@@ -32,11 +34,16 @@ from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
+    from torchmem.lint.imported import ImportedModule
     from torchmem.lint.dataflow import Flow
     from torchmem.lint.walker import Walker
 
 __all__ = ["Summary", "Summaries", "MAX_DEPTH"]
 
+#: import roots never looked up as files of the tree (the libraries the kinds know)
+_NOT_LOCAL = frozenset({"torch", "torchvision", "torchaudio", "numpy", "math", "os", "sys",
+                        "typing", "collections", "functools", "itertools", "logging",
+                        "transformers", "lightning", "pytorch_lightning"})
 #: how deep summaries of summaries go (helper -> helper -> helper)
 MAX_DEPTH = 3
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -73,12 +80,16 @@ class _Callee(NamedTuple):
     node: ast.FunctionDef | ast.AsyncFunctionDef
     cls: ast.ClassDef | None
     bound: bool  # called as a method: the first parameter is self
+    module: ImportedModule | None = None  # the other file it is defined in, if any
 
 
 class Summaries:
     """The functions and classes of one file, and the summaries of calls to them."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, path: str = "") -> None:
+        self.path = path
+        self._imported: dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef,
+                                        ImportedModule] | None] = {}
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, ast.ClassDef] = {}
         for stmt in tree.body:
@@ -109,18 +120,35 @@ class Summaries:
                     return found
         return None
 
-    def resolve(self, func: ast.expr, flow: Flow) -> _Callee | None:
-        """The function of this file that ``func(...)`` calls, if it can be told."""
-        if not self.functions and not self.classes:
+    def imported(self, qualified: str | None
+                 ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ImportedModule] | None:
+        """The function of another file of the tree that an imported name refers to
+        (:func:`torchmem.lint.imported.find_function`), memoised per name."""
+        if not qualified or not self.path or qualified.partition(".")[0] in _NOT_LOCAL:
             return None
+        if qualified not in self._imported:
+            from torchmem.lint.imported import find_function
+
+            self._imported[qualified] = find_function(self.path, qualified)
+        return self._imported[qualified]
+
+    def resolve(self, func: ast.expr, flow: Flow) -> _Callee | None:
+        """The function that ``func(...)`` calls, if it can be told: of this file, or a
+        top-level function imported from another file of the tree."""
         t = type(func)
         if t is ast.Name:
             node = self.functions.get(func.id)  # type: ignore[attr-defined]
-            return _Callee(node, None, False) if node is not None else None
+            if node is not None:
+                return _Callee(node, None, False)
+            found = self.imported(flow.ctx.imports.get(func.id))  # type: ignore[attr-defined]
+            return _Callee(found[0], None, False, found[1]) if found else None
         if t is not ast.Attribute or type(func.value) is not ast.Name:  # type: ignore[attr-defined]
             return None
         owner = func.value.id  # type: ignore[attr-defined]
         attr = func.attr  # type: ignore[attr-defined]
+        if owner in flow.ctx.imports and owner not in flow.env:  # import utils; utils.f()
+            found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
+            return _Callee(found[0], None, False, found[1]) if found else None
         cls_name = flow.ctx.fn.class_name if owner == "self" else flow.instances.get(owner)
         cls = self.classes.get(cls_name) if cls_name else None
         if cls is None:
@@ -144,6 +172,9 @@ class Summaries:
             target = None
             if type(func) is ast.Name:
                 target = self.functions.get(func.id)
+                if target is None and self.walker is not None:
+                    other = self.imported(self.walker.ctx.imports.get(func.id))
+                    target = other[0] if other else None
             elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
                     func.value.id == "self" and class_name in self.classes:
                 target = self._method(self.classes[class_name], func.attr)  # type: ignore[index]
@@ -177,8 +208,17 @@ class Summaries:
         if id(callee.node) in self._active or len(self._active) >= MAX_DEPTH:
             return None
         self._active.append(id(callee.node))
+        module = callee.module
         try:
-            summary = self._walk(callee, kinds, ctx)
+            if module is None:
+                summary = self._walk(callee, kinds, ctx)
+            else:  # walked in its own file's context (its imports), in the caller's mode
+                saved = module.ctx.no_grad
+                module.ctx.no_grad = int(bool(ctx.no_grad))
+                try:
+                    summary = module.summaries._walk(callee, kinds, module.ctx)
+                finally:
+                    module.ctx.no_grad = saved
         finally:
             self._active.pop()
         self._memo[key] = summary
@@ -222,7 +262,7 @@ class Summaries:
             if not c.no_grad and not forwards and c.fn.node is node:
                 if c.fn.flow.is_forward(expr, strict=True):
                     forwards.append(expr)
-                elif type(func) is not ast.Name or func.id in self.functions:
+                else:
                     inner = self.summarize(expr, c.fn.flow)
                     if inner is not None and inner.forwards:
                         forwards.append(expr)

@@ -89,6 +89,8 @@ class EvalWithoutNoGrad(Rule):
         fn = ctx.fn
         if ctx.no_grad or fn.facts.has_backward or fn.facts.has_step or fn.facts.grad_calls:
             return False
+        if any(_trains(lp, ctx) for lp in ctx.loops):
+            return False  # the loop trains through a helper (train_one_batch(...))
         return fn.is_eval() or any(lp.eval_loader for lp in ctx.loops)
 
     def _eval_mode(self, ctx: Context) -> bool:
@@ -119,8 +121,7 @@ class EvalWithoutNoGrad(Rule):
         """Whether ``node`` calls a function of this file that runs a forward pass and
         no ``backward()`` (``self._eval_step(batch)``, ``run_epoch(valid_data, model)``)."""
         summaries = ctx.summaries
-        if summaries is None or type(node.func) is ast.Name and \
-                node.func.id not in summaries.functions:
+        if summaries is None:
             return False
         callee = summaries.resolve(node.func, ctx.flow)
         if callee is None or summaries._runs_backward(callee.node):
