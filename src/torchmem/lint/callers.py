@@ -22,7 +22,7 @@ from typing import Callable
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
-__all__ = ["no_grad_functions"]
+__all__ = ["no_grad_functions", "mentions_no_grad"]
 
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 #: (None, name) for a top-level function; ("self", name) for the methods of that name of
@@ -30,10 +30,18 @@ _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _Key = tuple[str | None, str]
 
 
+def mentions_no_grad(source: str | bytes) -> bool:
+    """Whether a file's text can hold a ``no_grad`` block or decorator at all (the
+    analysis below is skipped for the many files that cannot)."""
+    if isinstance(source, bytes):
+        return b"no_grad" in source or b"inference_mode" in source
+    return "no_grad" in source or "inference_mode" in source
+
+
 def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
                       ) -> frozenset[int]:
     """``id()`` of every function/method node of ``tree`` whose calls in the file all run
-    with autograd recording off."""
+    with autograd recording off (call it only when :func:`mentions_no_grad`)."""
     defs: dict[_Key, list[ast.AST]] = {}
     for stmt in tree.body:
         if isinstance(stmt, _FUNC_TYPES):

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.registry import Rule, select_rules
-from torchmem.lint.callers import no_grad_functions
+from torchmem.lint.callers import mentions_no_grad, no_grad_functions
 from torchmem.lint.summaries import Summaries
 from torchmem.lint.violation import LintSyntaxError, Violation
 from torchmem.lint.walker import Walker
@@ -159,7 +159,8 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     ctx.summaries.walker = walker
     for stmt in _top_level(tree.body):
         ctx.add_import(stmt)
-    ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
+    if mentions_no_grad(text):
+        ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
     limit = sys.getrecursionlimit()
     try:
         # anything ast.parse accepts (long operator chains) must not exhaust the default limit

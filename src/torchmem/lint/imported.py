@@ -11,16 +11,23 @@ What is resolved:
     ``from mod import f`` / ``from pkg.mod import f`` and ``import pkg.mod as m; m.f()``
     (absolute: looked up as ``pkg/mod.py`` or ``pkg/mod/__init__.py`` in the importing
     file's directory and up to :data:`MAX_UP` directories above it), for a function
-    defined at the top level of that file.
+    defined at the top level of that file, called inside a loop of the linted file (where
+    a kept graph, a training step or an evaluation forward pass matters).
 What is not:
+    Calls outside loops; the imports of the imported file itself (a helper's own helpers
+    from a third file are not followed, so reading one helper never cascades through the
+    tree); the callers' ``no_grad`` of the imported file.
     Classes and methods of other files (``from .metrics import Meter; Meter().update(x)``),
     names re-exported through an ``__init__.py`` from yet another file, star imports,
     installed packages (only ``.py`` files found next to the linted file count),
     anything assigned at run time.
 
-Each parsed file is cached per process by its path, size and modification time, and
-parsed only when a call needs it: linting one changed file of a large tree reads only the
-files it imports from, once.
+Each parsed file is cached per process (up to :data:`MAX_CACHED` files) by its path, size
+and modification time, and parsed only when a call needs it; a function's summary is
+computed once per argument kinds for every file that imports it. Linting one changed file
+of a large tree reads only the files it imports from. Cost measured on fairseq (1,021
+files, one process, a busy machine, so only indicative): 14.5 s and 58 MB with imported
+helpers followed, 12.3 s and 27 MB without.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ __all__ = ["ImportedModule", "find_function", "MAX_UP", "MAX_CACHED"]
 #: how many directories above the importing file an absolute import is looked up in
 MAX_UP = 4
 #: parsed files kept per process
-MAX_CACHED = 256
+MAX_CACHED = 128
 _MAX_BYTES = 2_000_000
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -102,22 +109,22 @@ def _load(path: str) -> ImportedModule | None:
 
 
 def _parse(path: str) -> ImportedModule | None:
-    from torchmem.lint.callers import no_grad_functions
     from torchmem.lint.context import Context
     from torchmem.lint.summaries import Summaries
     from torchmem.lint.walker import Walker
 
     try:
         with open(path, "rb") as fh:
-            tree = ast.parse(fh.read(), filename=path)
+            data = fh.read()
+        tree = ast.parse(data, filename=path)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     ctx = Context("", path)
     for stmt in tree.body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             ctx.add_import(stmt)
-    ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
     summaries = Summaries(tree, path)
+    summaries.follow_imports = False
     summaries.walker = Walker(ctx, {}, {h: [] for h in (
         "enter_loop", "leave_loop", "enter_function", "leave_function")})
     ctx.summaries = summaries

@@ -88,6 +88,9 @@ class Summaries:
 
     def __init__(self, tree: ast.Module, path: str = "") -> None:
         self.path = path
+        #: resolve imported functions (off for the summaries of an imported file itself,
+        #: so that reading one helper never cascades through the whole tree)
+        self.follow_imports = True
         self._imported: dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef,
                                         ImportedModule] | None] = {}
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
@@ -140,6 +143,8 @@ class Summaries:
             node = self.functions.get(func.id)  # type: ignore[attr-defined]
             if node is not None:
                 return _Callee(node, None, False)
+            if not flow.ctx.loops or not self.follow_imports:
+                return None  # other files are read only for calls in loops of this file
             found = self.imported(flow.ctx.imports.get(func.id))  # type: ignore[attr-defined]
             return _Callee(found[0], None, False, found[1]) if found else None
         if t is not ast.Attribute or type(func.value) is not ast.Name:  # type: ignore[attr-defined]
@@ -147,6 +152,8 @@ class Summaries:
         owner = func.value.id  # type: ignore[attr-defined]
         attr = func.attr  # type: ignore[attr-defined]
         if owner in flow.ctx.imports and owner not in flow.env:  # import utils; utils.f()
+            if not flow.ctx.loops or not self.follow_imports:
+                return None
             found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
             return _Callee(found[0], None, False, found[1]) if found else None
         cls_name = flow.ctx.fn.class_name if owner == "self" else flow.instances.get(owner)
@@ -203,8 +210,9 @@ class Summaries:
         ctx = flow.ctx
         kinds = _argument_kinds(callee, call, flow)
         key = (id(callee.node), tuple(sorted(kinds.items())), bool(ctx.no_grad))
-        if key in self._memo:
-            return self._memo[key]
+        memo = self._memo if callee.module is None else callee.module.summaries._memo
+        if key in memo:  # a function of another file: summarised once for every importer
+            return memo[key]
         if id(callee.node) in self._active or len(self._active) >= MAX_DEPTH:
             return None
         self._active.append(id(callee.node))
@@ -221,7 +229,7 @@ class Summaries:
                     module.ctx.no_grad = saved
         finally:
             self._active.pop()
-        self._memo[key] = summary
+        memo[key] = summary
         return summary
 
     def _walk(self, callee: _Callee, kinds: dict[str, int], ctx: Context) -> Summary:
@@ -262,7 +270,7 @@ class Summaries:
             if not c.no_grad and not forwards and c.fn.node is node:
                 if c.fn.flow.is_forward(expr, strict=True):
                     forwards.append(expr)
-                else:
+                elif len(self._active) < 2:  # one level of helpers: the cost stays bounded
                     inner = self.summarize(expr, c.fn.flow)
                     if inner is not None and inner.forwards:
                         forwards.append(expr)
