@@ -307,6 +307,26 @@ class Flow:
                 kind = flatten(shape) & VALUE
                 if kind & (GRAPH | LEAF):
                     self.env[key] = self.env.get(key, 0) | GRAPH
+                elif self._differentiated(target):
+                    # output['loss'] = output['loss'].detach(): the entry whose graph
+                    # backward() used is replaced by a detached value, so what the rest
+                    # of the function keeps of ``output`` no longer holds that graph
+                    old = self.env.get(key, self.kind(target.value))  # type: ignore[attr-defined]
+                    if old & ~(GRAPH | ACT):
+                        self.env[key] = old & ~(GRAPH | ACT)
+                    else:
+                        self.env.pop(key, None)
+
+    def _differentiated(self, target: ast.AST) -> bool:
+        """Whether ``target`` (``output['loss']``) is an expression this function calls
+        ``backward()`` on."""
+        roots = self.facts.backward_roots
+        if not roots:
+            return False
+        text = ast.dump(target, annotate_fields=False, include_attributes=False).replace(
+            "Store()", "Load()")
+        return any(ast.dump(r, annotate_fields=False, include_attributes=False) == text
+                   for r in roots)
 
     def initial_kind(self, name: str, annotation: ast.expr | None) -> int:
         """Kind of a parameter from its annotation or, failing that, its name."""

@@ -144,7 +144,10 @@ class GraphAccumulation(Rule):
         accumulate their arguments, parameters annotated as tensors are assumed to carry a
         graph, except target-like names (``y``, ``labels``, ``target``); private methods
         (``_update``) are judged at their callers instead, and subclasses of
-        ``torchmetrics.Metric`` (whose ``update`` runs without autograd) are skipped. The fix
+        ``torchmetrics.Metric`` (whose ``update`` runs without autograd) are skipped. A
+        step output whose differentiated entry is replaced by a detached value
+        (``output['loss'] = output['loss'].detach()``) is taken to hold no graph any more,
+        although its other entries could. The fix
         (``.detach()``) is offered only where the value is known to be a tensor, not a
         tuple, dict or model output. A list that is
         summed into a loss later in the same function (``sum(losses).backward()``) is
