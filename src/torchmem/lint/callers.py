@@ -9,7 +9,8 @@ recording off (inside a ``no_grad``/``inference_mode`` block, or from a function
 itself decorated so or only called so), so the engine walks them as ``no_grad`` functions.
 
 Calls resolved: ``name(...)`` to a top-level function, ``self.name(...)`` to every method of
-that name in the classes of the file (a base class may call a subclass's override). A function that is never called in the file, or whose name is also used
+that name in the classes of the file (a base class may call a subclass's override). A
+function that is never called in the file, or whose name is also used
 as a value (a callback, ``map(fn, ...)``, ``step(closure)``), keeps its own grad mode: its
 callers are unknown.
 """

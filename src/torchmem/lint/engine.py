@@ -20,9 +20,9 @@ import re
 import sys
 from typing import Any, Callable, Iterable
 
+from torchmem.lint.callers import mentions_no_grad, no_grad_functions
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.registry import Rule, select_rules
-from torchmem.lint.callers import mentions_no_grad, no_grad_functions
 from torchmem.lint.summaries import Summaries
 from torchmem.lint.violation import LintSyntaxError, Violation
 from torchmem.lint.walker import Walker

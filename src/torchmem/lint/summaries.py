@@ -34,8 +34,8 @@ from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
-    from torchmem.lint.imported import ImportedModule
     from torchmem.lint.dataflow import Flow
+    from torchmem.lint.imported import ImportedModule
     from torchmem.lint.walker import Walker
 
 __all__ = ["Summary", "Summaries", "MAX_DEPTH"]

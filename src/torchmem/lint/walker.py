@@ -19,7 +19,10 @@ from torchmem.lint.facts import key_of
 from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
 from torchmem.lint.knowledge import (
-    EVAL_LOADER_NAME, LIGHTNING_NO_GRAD_HOOKS, is_no_grad_decorator, last_name,
+    EVAL_LOADER_NAME,
+    LIGHTNING_NO_GRAD_HOOKS,
+    is_no_grad_decorator,
+    last_name,
 )
 
 __all__ = ["Walker"]

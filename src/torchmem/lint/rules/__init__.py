@@ -15,7 +15,14 @@ Families (the hundreds digit of the code):
 from __future__ import annotations
 
 from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
-    autograd, evaluation, graph, loops, opinionated, recurrent, training, views,
+    autograd,
+    evaluation,
+    graph,
+    loops,
+    opinionated,
+    recurrent,
+    training,
+    views,
 )
 
 #: family prefix -> (module, title), in docs order

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from torchmem.lint.dataflow import GRAPH, VALUE
 from torchmem.lint.knowledge import EVAL_FUNCTION
 from torchmem.lint.registry import Rule, register
-from torchmem.lint.rules._common import accumulation, describe, fresh as _fresh, trains as _trains
+from torchmem.lint.rules._common import accumulation, describe
+from torchmem.lint.rules._common import fresh as _fresh
+from torchmem.lint.rules._common import trains as _trains
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, LoopState

@@ -19,10 +19,21 @@ from torchmem.lint.dataflow import CONTAINER, GRAPH, TYPED, VALUE
 from torchmem.lint.facts import key_of
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._callee_stores import (
-    accumulating_method, callee_store, is_plain_tensor,
+    accumulating_method,
+    callee_store,
+    is_plain_tensor,
 )
 from torchmem.lint.rules._common import (
-    STEP_FUNCTIONS, Accumulation, accumulation, describe, fresh as _fresh, is_forward_function,
+    STEP_FUNCTIONS,
+    Accumulation,
+    accumulation,
+    describe,
+    is_forward_function,
+)
+from torchmem.lint.rules._common import (
+    fresh as _fresh,
+)
+from torchmem.lint.rules._common import (
     trains as _trains,
 )
 
@@ -251,7 +262,7 @@ class GraphAccumulation(Rule):
                f"of its tensors")
         fix = None
         if type(arg) in _SIMPLE and is_plain_tensor(arg, ctx):
-            line, col, end_line, end_col = ctx.span(arg)
+            _, _, end_line, end_col = ctx.span(arg)
             fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
         ctx.report(self, node, msg, fix)
 
@@ -277,7 +288,7 @@ class GraphAccumulation(Rule):
                    f"alive; {how}")
             fix = None
             if tensor and type(value) in _SIMPLE:
-                line, col, end_line, end_col = ctx.span(value)
+                _, _, end_line, end_col = ctx.span(value)
                 fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
             ctx.report(self, value, msg, fix)
 
