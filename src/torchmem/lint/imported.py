@@ -11,10 +11,12 @@ What is resolved:
     ``from mod import f`` / ``from pkg.mod import f`` and ``import pkg.mod as m; m.f()``
     (absolute: looked up as ``pkg/mod.py`` or ``pkg/mod/__init__.py`` in the importing
     file's directory and up to :data:`MAX_UP` directories above it), for a function
-    defined at the top level of that file, called inside a loop of the linted file (where
+    defined at the top level of that file, called inside a per-step loop of the linted file
+    (a loop over a data loader, or one that calls ``backward()``/``step()`` itself: where
     a kept graph, a training step or an evaluation forward pass matters).
 What is not:
-    Calls outside loops; the imports of the imported file itself (a helper's own helpers
+    Calls outside such loops (``for step in range(n): train_one_batch(...)`` with the
+    ``backward()`` only in the helper is not read); the imports of the imported file itself (a helper's own helpers
     from a third file are not followed, so reading one helper never cascades through the
     tree); the callers' ``no_grad`` of the imported file.
     Classes and methods of other files (``from .metrics import Meter; Meter().update(x)``),
@@ -26,8 +28,8 @@ Each parsed file is cached per process (up to :data:`MAX_CACHED` files) by its p
 and modification time, and parsed only when a call needs it; a function's summary is
 computed once per argument kinds for every file that imports it. Linting one changed file
 of a large tree reads only the files it imports from. Cost measured on fairseq (1,021
-files, one process, a busy machine, so only indicative): 14.5 s and 58 MB with imported
-helpers followed, 12.3 s and 27 MB without.
+files, one process, ``/usr/bin/time``, a busy machine, so only indicative): 4.5 CPU-s and
+29 MB, against 4.1 CPU-s and 27 MB for the linter before this session's changes.
 """
 
 from __future__ import annotations

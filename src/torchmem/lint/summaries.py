@@ -143,8 +143,8 @@ class Summaries:
             node = self.functions.get(func.id)  # type: ignore[attr-defined]
             if node is not None:
                 return _Callee(node, None, False)
-            if not flow.ctx.loops or not self.follow_imports:
-                return None  # other files are read only for calls in loops of this file
+            if not self.follow_imports or not _step_loop(flow):
+                return None  # other files are read only for calls in per-step loops
             found = self.imported(flow.ctx.imports.get(func.id))  # type: ignore[attr-defined]
             return _Callee(found[0], None, False, found[1]) if found else None
         if t is not ast.Attribute or type(func.value) is not ast.Name:  # type: ignore[attr-defined]
@@ -152,7 +152,7 @@ class Summaries:
         owner = func.value.id  # type: ignore[attr-defined]
         attr = func.attr  # type: ignore[attr-defined]
         if owner in flow.ctx.imports and owner not in flow.env:  # import utils; utils.f()
-            if not flow.ctx.loops or not self.follow_imports:
+            if not self.follow_imports or not _step_loop(flow):
                 return None
             found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
             return _Callee(found[0], None, False, found[1]) if found else None
@@ -332,6 +332,12 @@ class Summaries:
             return self._walk(_Callee(node, cls, True), kinds, ctx)
         finally:
             self._active.pop()
+
+
+def _step_loop(flow: Flow) -> bool:
+    """Whether the current point is in a loop over a data loader or a loop that calls
+    ``backward()``/``step()`` itself: where an imported helper's summary matters."""
+    return any(lp.loader or lp.training for lp in flow.ctx.loops)
 
 
 def keeps_graph(value: ast.expr, c: Context) -> bool:

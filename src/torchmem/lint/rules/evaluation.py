@@ -91,9 +91,10 @@ class EvalWithoutNoGrad(Rule):
         fn = ctx.fn
         if ctx.no_grad or fn.facts.has_backward or fn.facts.has_step or fn.facts.grad_calls:
             return False
-        if any(_trains(lp, ctx) for lp in ctx.loops):
-            return False  # the loop trains through a helper (train_one_batch(...))
-        return fn.is_eval() or any(lp.eval_loader for lp in ctx.loops)
+        if not (fn.is_eval() or any(lp.eval_loader for lp in ctx.loops)):
+            return False
+        # a loop that trains through a helper (train_one_batch(...)) is not evaluation
+        return not any(_trains(lp, ctx) for lp in ctx.loops)
 
     def _eval_mode(self, ctx: Context) -> bool:
         """After ``model.eval()`` in this function, in code that does not train since (a
