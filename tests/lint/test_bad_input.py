@@ -31,7 +31,7 @@ def messy(tmp_path: Path) -> Path:
 
 
 def test_each_bad_file_gets_one_diagnostic_and_the_rest_is_linted(messy):
-    result = lint_paths([str(messy), str(messy / "missing.py")], config=LintConfig(), jobs=1)
+    result = lint_paths([str(messy), str(messy / "missing.py")], config=LintConfig(extend_select=("TMM401",)), jobs=1)
     errors = {Path(e.path).name: (e.code, e.line, e.message) for e in result.errors}
     assert set(errors) == {"syntax.py", "latin1_nocookie.py", "binary.py", "badcookie.py",
                            "missing.py"}
@@ -68,7 +68,7 @@ def test_an_exception_inside_the_linter_is_reported_for_that_file_only(tmp_path,
     monkeypatch.setattr(engine, "lint_source", crashing)
     (tmp_path / "boom.py").write_text("x = 1\n")
     (tmp_path / "ok.py").write_text(DATA_CODE)
-    result = lint_paths([str(tmp_path)], config=LintConfig(), jobs=1)
+    result = lint_paths([str(tmp_path)], config=LintConfig(extend_select=("TMM401",)), jobs=1)
     assert [(Path(e.path).name, e.code) for e in result.errors] == [("boom.py", "TMM000")]
     assert "KeyError" in result.errors[0].message
     assert [Path(v.path).name for v in result.violations] == ["ok.py"]
@@ -76,7 +76,7 @@ def test_an_exception_inside_the_linter_is_reported_for_that_file_only(tmp_path,
 
 def test_deeply_nested_code_is_a_diagnostic(tmp_path):
     (tmp_path / "deep.py").write_text("x = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
-    result = lint_paths([str(tmp_path / "deep.py")], config=LintConfig())
+    result = lint_paths([str(tmp_path / "deep.py")], config=LintConfig(extend_select=("TMM401",)))
     assert [e.code for e in result.errors] == ["E999"]
 
 
@@ -86,7 +86,7 @@ def test_unreadable_file(tmp_path):
     f = tmp_path / "secret.py"
     f.write_text("x = 1\n")
     f.chmod(0)
-    result = lint_paths([str(f)], config=LintConfig())
+    result = lint_paths([str(f)], config=LintConfig(extend_select=("TMM401",)))
     assert [e.code for e in result.errors] == ["E902"]
     assert "Permission denied" in result.errors[0].message
 

@@ -91,8 +91,13 @@ def test_statistics(project, capsys):
     (project / "more.py").write_text(TRAIN)
     code, out, _ = cli(capsys, ".", "--isolated", "--statistics")
     assert code == 1
-    # TMM101's fix is unsafe: no [*] (that marks what --fix alone would fix)
-    assert out.split() == ["2", "TMM101", "graph-accumulation"]
+    # TMM101's fix is unsafe: [-], never [*] (that marks what --fix alone would fix)
+    assert out.split() == ["2", "TMM101", "[-]", "graph-accumulation"]
+    from torchmem.lint import lint_source
+    from torchmem.lint.formats import format_statistics
+    found = lint_source(TRAIN, "train.py")
+    assert format_statistics(found, unsafe=True).split() == ["1", "TMM101", "[-]",
+                                                             "graph-accumulation"]
 
 
 def test_explain(capsys):

@@ -130,11 +130,17 @@ def test_configuration_changes_what_lint_paths_reports(tmp_path):
     from torchmem.lint.files import lint_paths
 
     f = write(tmp_path / "m.py", DATA_CODE)
-    assert [v.code for v in lint_paths([str(f)], config=LintConfig()).violations] == ["TMM401"]
-    write(tmp_path / "pyproject.toml", '[tool.torchmem.lint]\nignore = ["TMM4"]\n')
+    # .data is a hygiene rule: off by default, on when selected
+    assert lint_paths([str(f)], config=LintConfig()).violations == ()
+    write(tmp_path / "pyproject.toml", '[tool.torchmem.lint]\nextend-select = ["TMM401"]\n')
+    (v,) = lint_paths([str(f)]).violations
+    assert v.code == "TMM401" and v.message.startswith("hygiene (not a memory problem): ")
+    write(tmp_path / "pyproject.toml",
+          '[tool.torchmem.lint]\nextend-select = ["TMM401"]\nignore = ["TMM4"]\n')
     assert lint_paths([str(f)]).violations == ()
     write(tmp_path / "pyproject.toml",
-          '[tool.torchmem.lint]\nper-file-ignores = { "m.py" = ["TMM401"] }\n')
+          '[tool.torchmem.lint]\nextend-select = ["TMM401"]\n'
+          'per-file-ignores = { "m.py" = ["TMM401"] }\n')
     assert lint_paths([str(f)]).violations == ()
 
 

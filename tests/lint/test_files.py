@@ -37,6 +37,16 @@ def test_walk_skips_vcs_caches_build_and_virtualenvs(tmp_path):
     assert rel(found, tmp_path) == ["a.py", "pkg/b.py"]
 
 
+def test_a_package_named_dist_or_build_is_linted_but_build_output_is_not(tmp_path):
+    for name in ["dist/__init__.py", "dist/comm.py", "build/__init__.py", "build/x.py",
+                 "out/dist/wheel_stub.py", "out/build/lib/y.py"]:
+        touch(tmp_path / name)
+    found, problems = discover([str(tmp_path)], LintConfig(root=str(tmp_path)))
+    assert problems == []
+    assert rel(found, tmp_path) == ["build/__init__.py", "build/x.py", "dist/__init__.py",
+                                    "dist/comm.py"]
+
+
 def test_named_file_is_linted_whatever_its_extension_and_duplicates_collapse(tmp_path):
     script = touch(tmp_path / "tool")  # an extension-less script named on purpose
     found, _ = discover([str(script), str(tmp_path), str(tmp_path / ".")], LintConfig())
@@ -111,8 +121,8 @@ def test_lint_paths_parallel_equals_serial(tmp_path, monkeypatch):
         touch(tmp_path / f"m{i}.py", DATA_CODE * (i + 1))
     touch(tmp_path / "broken.py", "def f(:\n")
     monkeypatch.setattr(files_mod, "PARALLEL_MIN_BYTES", 0)
-    serial = lint_paths([str(tmp_path)], config=LintConfig(), jobs=1)
-    parallel = lint_paths([str(tmp_path)], config=LintConfig(), jobs=2)
+    serial = lint_paths([str(tmp_path)], config=LintConfig(extend_select=("TMM401",)), jobs=1)
+    parallel = lint_paths([str(tmp_path)], config=LintConfig(extend_select=("TMM401",)), jobs=2)
     assert serial == parallel
     assert len(serial.violations) == sum(range(1, 13))
     assert serial.files == 13
@@ -123,7 +133,7 @@ def test_lint_paths_parallel_equals_serial(tmp_path, monkeypatch):
 def test_lint_paths_orders_violations_and_accepts_a_single_string(tmp_path):
     touch(tmp_path / "b.py", DATA_CODE)
     touch(tmp_path / "a.py", DATA_CODE + DATA_CODE)
-    result = lint_paths(str(tmp_path), config=LintConfig())
+    result = lint_paths(str(tmp_path), config=LintConfig(extend_select=("TMM401",)))
     keys = [(Path(v.path).name, v.line) for v in result.violations]
     assert keys == [("a.py", 3), ("a.py", 6), ("b.py", 3)]
     assert result.found

@@ -129,7 +129,8 @@ def test_unified_diff_marks_missing_final_newline():
 
 def storage_fix_available() -> bool:
     return any(v.fix and v.fix.safety == "safe"
-               for v in lint_source("import torch\nt = torch.ones(2)\np = t.storage().data_ptr()\n"))
+               for v in lint_source("import torch\nt = torch.ones(2)\np = t.storage().data_ptr()\n",
+                                   select="TMM402"))
 
 
 needs_safe_fix = pytest.mark.skipif(not storage_fix_available(),
@@ -146,7 +147,7 @@ def test_fix_writes_back_encoding_newlines_and_mode(tmp_path, newline, encoding,
     original = (header + STORAGE.encode(encoding)).replace(b"\n", newline.encode())
     path.write_bytes(original)
     os.chmod(path, 0o751)
-    result = lint_paths([str(path)], config=LintConfig(), fix=True)
+    result = lint_paths([str(path)], config=LintConfig(extend_select=("TMM402",)), fix=True)
     assert result.fixed == 1 and result.fixed_files == (str(path),)
     data = path.read_bytes()
     enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
@@ -157,7 +158,7 @@ def test_fix_writes_back_encoding_newlines_and_mode(tmp_path, newline, encoding,
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o751
     assert sorted(os.listdir(tmp_path)) == ["m.py"]  # no temporary file left behind
     before = path.read_bytes()
-    assert lint_paths([str(path)], config=LintConfig(), fix=True).fixed == 0
+    assert lint_paths([str(path)], config=LintConfig(extend_select=("TMM402",)), fix=True).fixed == 0
     assert path.read_bytes() == before  # idempotent
 
 
@@ -165,7 +166,7 @@ def test_fix_writes_back_encoding_newlines_and_mode(tmp_path, newline, encoding,
 def test_diff_changes_nothing_and_reports_the_change(tmp_path):
     path = tmp_path / "m.py"
     path.write_text(STORAGE, encoding="utf-8")
-    result = lint_paths([str(path)], config=LintConfig(), diff=True)
+    result = lint_paths([str(path)], config=LintConfig(extend_select=("TMM402",)), diff=True)
     assert path.read_text(encoding="utf-8") == STORAGE
     assert result.fixed == 1
     assert "-p = t.storage().data_ptr()  # keep" in result.diffs[0]
@@ -212,3 +213,46 @@ def test_every_rule_with_a_fix_has_a_fix_fixture():
         covered |= {v.code for v in lint_source(pair.read_text(encoding="utf-8"),
                                                  select=["ALL"]) if v.fix}
     assert with_fix <= covered, f"rules whose fix has no .in.py/.out.py: {with_fix - covered}"
+
+
+# --- fixes only where the value is known to be a tensor --------------------------------
+_NOT_TENSORS = '''\
+import torch
+import torch.nn.functional as F
+
+
+def train(model, loader, optimizer, device):
+    total = 0
+    steps, outputs = [], []
+    for data in loader:
+        data = data.to(device)
+        optimizer.zero_grad()
+        out = model(data)
+        loss = F.cross_entropy(out, data.y)
+        loss.backward()
+        optimizer.step()
+        total += data.num_graphs
+        steps.append(data.num_graphs)
+        outputs.append(out)
+    return total, steps, outputs
+'''
+
+
+def test_unsafe_fixes_never_call_tensor_methods_on_values_of_unknown_type():
+    # data.num_graphs is an int of a batch object moved with .to(); a model output may be a
+    # tuple or a dict: .detach() on either raises, so no fix may add it
+    found = lint_source(_NOT_TENSORS, "t.py")
+    assert [(v.line, v.code) for v in found] == [(17, "TMM101")]
+    assert found[0].fix is None
+    assert "detached copies of the tensors" in found[0].message
+    assert _fix_all(_NOT_TENSORS, unsafe=True) == _NOT_TENSORS
+
+
+def test_advice_names_the_operand_that_carries_the_graph():
+    text = ("import torch\n\ndef f(model, loader, opt, criterion):\n    total = 0.0\n"
+            "    for x, y in loader:\n        loss = criterion(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n        total += loss * x.size(0)\n")
+    (v,) = [v for v in lint_source(text, "t.py") if v.code == "TMM101"]
+    assert "add loss.item() (or loss.detach())" in v.message
+    assert "x.size(0).item()" not in v.message and "float(" not in v.message
+    assert _fix_all(text, unsafe=True).endswith("total += loss.detach() * x.size(0)\n")

@@ -21,7 +21,7 @@ needs_symlinks = pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform =
 
 
 def fix(*paths: Path):
-    return lint_paths([str(p) for p in paths], config=LintConfig(), fix=True,
+    return lint_paths([str(p) for p in paths], config=LintConfig(extend_select=("TMM401",)), fix=True,
                       unsafe_fixes=True)
 
 
@@ -92,7 +92,7 @@ def test_read_only_file_is_a_per_file_error_and_nothing_changes(tmp_path):
         assert [v.path for v in result.violations] == [str(locked)]
 
         proc = subprocess.run(
-            [sys.executable, "-m", "torchmem", "lint", "--isolated", "--fix",
+            [sys.executable, "-m", "torchmem", "lint", "--isolated", "--extend-select", "TMM401", "--fix",
              "--unsafe-fixes", "locked.py"],
             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == 1

@@ -157,9 +157,10 @@ def test_sarif_log_is_valid_2_1_0():
 def test_statistics_counts_per_rule_most_frequent_first():
     table = format_statistics([V1, V2, V2, V3])
     assert table.splitlines()[0].split() == ["2", "TMM101", "graph-accumulation"]
-    assert "1  TMM401      tensor-data" in table  # an unsafe fix: --fix alone skips it
+    assert "1  TMM401  [-] tensor-data" in table  # an unsafe fix: --fix alone skips it
     assert "1  TMM403  [*] storage" in table
-    assert "1  TMM401  [*] tensor-data" in format_statistics([V1, V2], unsafe=True)
+    # an unsafe fix stays marked as one with --unsafe-fixes: [*] promises a safe fix
+    assert "1  TMM401  [-] tensor-data" in format_statistics([V1, V2], unsafe=True)
     assert format_statistics([]) == ""
 
 

@@ -34,11 +34,11 @@ def notebook(path: Path, *cells: dict, lang: str = "python") -> Path:
 
 
 def lint(*paths: Path, **kw):
-    return lint_paths([str(p) for p in paths], config=LintConfig(), **kw)
+    return lint_paths([str(p) for p in paths], config=LintConfig(extend_select=("TMM4",)), **kw)
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "torchmem", "lint", "--isolated", *args],
+    return subprocess.run([sys.executable, "-m", "torchmem", "lint", "--isolated", "--extend-select", "TMM4", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -149,7 +149,7 @@ def test_directories_include_notebooks_but_not_checkpoints(tmp_path):
 def test_stdin_notebook_with_fix_prints_the_fixed_json(tmp_path):
     nb = notebook(tmp_path / "nb.ipynb", cell(SETUP), cell("y = x.data\n"))
     proc = subprocess.run(
-        [sys.executable, "-m", "torchmem", "lint", "--isolated", "--fix", "--unsafe-fixes",
+        [sys.executable, "-m", "torchmem", "lint", "--isolated", "--extend-select", "TMM4", "--fix", "--unsafe-fixes",
          "-", "--stdin-filename", "nb.ipynb"], input=nb.read_text(encoding="utf-8"),
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr

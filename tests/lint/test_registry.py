@@ -31,7 +31,9 @@ def test_codes_names_and_metadata():
         assert rule.summary and "\n" not in rule.summary
         assert (rule.fix_title is None) == (rule.fix_safety is None)
         assert rule.fix_safety in (None, "safe", "unsafe")
-        assert rule.default_enabled == (not code.startswith("TMM9")), code
+        assert rule.category in ("memory", "correctness", "hygiene", "performance"), code
+        assert rule.default_enabled == (rule.category in ("memory", "correctness")), code
+        assert rule.category != "performance" or code.startswith("TMM9"), code
     assert "TMM000" not in ALL  # reserved for internal errors reported by lint_paths
 
 

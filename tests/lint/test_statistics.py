@@ -24,6 +24,6 @@ def test_marker_follows_each_rules_fix_safety_in_the_registry():
 def test_cli_statistics_does_not_promise_unsafe_fixes(tmp_path, capsys, monkeypatch):
     (tmp_path / "m.py").write_text("import torch\nx = torch.ones(1)\ny = x.data\n")
     monkeypatch.chdir(tmp_path)
-    assert main([".", "--isolated", "--statistics"]) == 1
+    assert main([".", "--isolated", "--extend-select", "TMM401", "--statistics"]) == 1
     out = capsys.readouterr().out
-    assert out.split() == ["1", "TMM401", "tensor-data"]
+    assert out.split() == ["1", "TMM401", "[-]", "tensor-data"]

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.dataflow import Flow
     from torchmem.lint.facts import FunctionFacts, LoopFacts
     from torchmem.lint.registry import Rule
+    from torchmem.lint.summaries import Summaries
 
 __all__ = ["Context", "LoopState", "FunctionState"]
 
@@ -124,6 +125,11 @@ class Context:
         self.scratch: dict[str, Any] = {}
         self._lines: list[str] | None = None
         self._qual_cache: dict[int, str | None] = {}
+        #: summaries of the functions of this file (set by the engine)
+        self.summaries: Summaries | None = None
+        #: ``id()`` of the functions every call of which, in this file, runs under
+        #: ``no_grad`` (:func:`torchmem.lint.callers.no_grad_functions`)
+        self.quiet_functions: frozenset[int] = frozenset()
 
     # -- queries -------------------------------------------------------------------
     @property
@@ -138,6 +144,27 @@ class Context:
     def kind(self, node: ast.AST) -> int:
         """Data-flow kind of an expression (see :mod:`torchmem.lint.dataflow`)."""
         return self.fn.flow.kind(node)
+
+    def add_import(self, node: ast.stmt) -> None:
+        """Record the names an ``import`` / ``from ... import`` statement binds."""
+        if type(node) is ast.Import:
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.asname:
+                    self.imports[alias.asname] = alias.name
+                else:
+                    top = alias.name.partition(".")[0]
+                    self.imports[top] = top
+                if alias.name.partition(".")[0] == "torch":
+                    self.torch_imported = True
+        else:
+            mod = node.module or ""  # type: ignore[attr-defined]
+            if node.level:  # type: ignore[attr-defined]
+                mod = "." * node.level + mod  # type: ignore[attr-defined]
+            if mod.partition(".")[0] == "torch":
+                self.torch_imported = True
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.name != "*":
+                    self.imports[alias.asname or alias.name] = f"{mod}.{alias.name}"
 
     def qualname(self, node: ast.AST) -> str | None:
         """Fully qualified name of an imported name or attribute chain, else ``None``.
@@ -217,6 +244,8 @@ class Context:
                fix: Sequence[Edit] | None = None) -> None:
         """Record a violation of ``rule`` at ``node`` with an optional fix."""
         line, col, end_line, end_col = self.span(node)
+        if rule.category == "hygiene":
+            message = f"hygiene (not a memory problem): {message}"
         fx = None
         if fix and rule.fix_title and rule.fix_safety:
             fx = Fix(rule.fix_title, rule.fix_safety, tuple(fix))

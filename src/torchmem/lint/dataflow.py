@@ -2,15 +2,22 @@
 
 The engine walks a function's statements in order and keeps an environment ``key ->
 kind`` (``key`` is a name or an attribute chain such as ``self.hidden``). A kind is a
-bit set:
+bit set (:mod:`torchmem.lint.kinds`):
 
 - value kinds, tracked flow-sensitively and joined as *must* facts (a name is a graph
-  tensor after an ``if`` only when it is one on both paths): :data:`GRAPH` (a tensor
+  tensor after an ``if`` only when it is one on both paths): :data:`GRAPH` (a value
   carrying autograd history), :data:`LEAF` (a leaf tensor that requires grad: a
-  parameter or ``requires_grad=True``), :data:`TENSOR` (a tensor without history);
+  parameter or ``requires_grad=True``), :data:`TENSOR` (a tensor without history), with
+  the qualifiers :data:`TYPED` (known to be a ``torch.Tensor`` itself) and
+  :data:`CONTAINER` (a list/tuple/dict literal holding such values);
 - type kinds, tracked flow-insensitively: :data:`MODEL` (an ``nn.Module``), :data:`OPTIM`,
   :data:`LOADER`, :data:`PARAMS` (an iterable of parameters), :data:`MODULES`,
   :data:`PINNED` (page-locked data).
+
+A value is graph-carrying only with evidence: a module's forward pass, a tensor op on a
+graph-carrying or grad-requiring operand, a criterion, or the summary of a function of the
+same file that returns one (:mod:`torchmem.lint.summaries`). ``batch.to(device)`` on a
+value of unknown type stays unknown, and so do its attributes (``batch.num_graphs``).
 
 :meth:`Flow.kind` evaluates an expression against the environment: ``model(x)`` is a
 graph tensor outside ``no_grad`` (``model`` is a module, or a callable whose result reaches
@@ -18,8 +25,9 @@ graph tensor outside ``no_grad`` (``model`` is a module, or a callable whose res
 history, ``loss * 2`` whatever its operands are.
 
 Known limitations:
-    Calls to functions the linter does not know return "unknown" (kind 0), so a graph
-    that passes through a user helper is lost: the rules stay silent rather than guess.
+    Calls to anything :mod:`torchmem.lint.summaries` cannot resolve (classes of other
+    files, installed packages, callbacks) return "unknown" (kind 0), so a graph that
+    passes through such a helper is lost: the rules stay silent rather than guess.
     Loop-carried values are not iterated to a fixed point: a value kind assigned in a
     loop body is unknown at the top of the body.
 """
@@ -27,13 +35,42 @@ Known limitations:
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
+from torchmem.lint.calls import call_kind, is_forward
 from torchmem.lint.facts import FunctionFacts, key_of
+from torchmem.lint.kinds import (
+    ACT,
+    BATCH,
+    BATCH_PINNED,
+    BATCH_UNPINNED,
+    CONTAINER,
+    GRAPH,
+    LEAF,
+    LOADER,
+    LOOSE,
+    MODEL,
+    MODULES,
+    NAMED,
+    OPTIM,
+    PARAMS,
+    PINNED,
+    TENSOR,
+    TYPE,
+    TYPED,
+    UNPINNED,
+    VALUE,
+    Shape,
+    flatten,
+    held,
+    meet,
+)
 from torchmem.lint.knowledge import (
-    FACTORIES, GRAPH_FREE_BUILTINS, LOADER_NAME, LOSS_NAME, NO_GRAPH_FUNCTIONS,
-    NO_GRAPH_METHODS, OPTIMIZER_NAME, PASS_THROUGH_BUILTINS, SCALAR_ATTRS, SCALAR_METHODS,
-    VERB_PREFIX, is_model_name, last_name,
+    LOADER_NAME,
+    OPTIMIZER_NAME,
+    SCALAR_ATTRS,
+    is_model_name,
+    last_name,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,90 +78,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "GRAPH", "LEAF", "TENSOR", "MODEL", "OPTIM", "LOADER", "PINNED", "PARAMS", "MODULES",
-    "NAMED", "LOOSE", "UNPINNED", "ACT", "VALUE", "TYPE", "BATCH", "Flow", "Shape", "meet",
+    "NAMED", "LOOSE", "UNPINNED", "ACT", "TYPED", "CONTAINER", "VALUE", "TYPE", "BATCH",
+    "BATCH_UNPINNED", "BATCH_PINNED", "Flow", "Shape", "meet",
 ]
 
-GRAPH = 1
-LEAF = 2
-TENSOR = 4
-MODEL = 8
-OPTIM = 16
-LOADER = 32
-PINNED = 64
-PARAMS = 128
-MODULES = 256
-NAMED = 512
-#: qualifier: a tensor only guessed from the structure of a batch (``for x, y in loader``)
-LOOSE = 1024
-#: qualifier: a CPU tensor known to be in pageable (not pinned) memory
-UNPINNED = 2048
-#: qualifier: the graph holds activations of a module's forward pass (not just parameters)
-ACT = 4096
-VALUE = GRAPH | LEAF | TENSOR | LOOSE | UNPINNED | ACT
-TYPE = MODEL | OPTIM | LOADER | PINNED | PARAMS | MODULES | NAMED
-#: element of a loader: a tuple target gets (loose) tensors, a single name stays unknown
-BATCH = -1
-#: element of a loader built without ``pin_memory=True``
-BATCH_UNPINNED = -2
-#: element of a loader built with ``pin_memory=True``
-BATCH_PINNED = -3
-_BATCH_ELT = {BATCH: TENSOR | LOOSE, BATCH_UNPINNED: TENSOR | LOOSE | UNPINNED,
-              BATCH_PINNED: TENSOR | LOOSE | PINNED}
-
-Shape = Union[int, tuple["Shape", ...]]
-
-_MODULE_SELF = frozenset({
-    "to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16",
-    "requires_grad_", "type", "apply", "share_memory", "to_empty", "xpu", "mps",
-})
-_FORWARD_LIKE = frozenset({
-    "forward", "__call__", "encode", "decode", "extract_features", "forward_features",
-    "embed", "features",
-})
-_CONTAINER_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed", "iter", "next", "set",
-                                 "dict"})
 _TRANSPARENT_ITER = frozenset({"tqdm", "iter", "list", "sorted", "reversed", "islice", "cycle",
                                "track", "progress_bar", "auto", "trange", "tuple"})
-_OTHER_NS = frozenset({
-    "cuda", "distributed", "backends", "jit", "onnx", "utils", "cpu", "mps", "xpu", "hub",
-    "profiler", "amp", "autograd", "random", "testing", "fx", "compiler", "_dynamo", "export",
-    "library", "multiprocessing", "overrides", "package", "quantization", "ao", "accelerator",
-})
-
-
-def meet(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    """Join two environments at a merge point: value kinds must hold on both paths."""
-    out: dict[str, int] = {}
-    for key in a.keys() | b.keys():
-        va, vb = a.get(key, 0), b.get(key, 0)
-        v = (va & vb & VALUE) | ((va | vb) & TYPE)
-        if v:
-            out[key] = v
-    return out
-
-
-def _flatten(shape: Shape) -> int:
-    if isinstance(shape, tuple):
-        out = 0
-        for s in shape:
-            out |= _flatten(s)
-        return out
-    return _BATCH_ELT.get(shape, shape)
-
-
-def _const_true(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Constant) and node.value is True
-
-
-def _const_false(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Constant) and node.value is False
-
-
-def _kwarg(call: ast.Call, name: str) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    return None
 
 
 class Flow:
@@ -136,19 +95,21 @@ class Flow:
         env: initial environment (parameters, enclosing scope's type kinds).
     """
 
-    __slots__ = ("ctx", "facts", "env")
+    __slots__ = ("ctx", "facts", "env", "instances")
 
     def __init__(self, ctx: Context, facts: FunctionFacts, env: dict[str, int]) -> None:
         self.ctx = ctx
         self.facts = facts
         self.env = env
+        #: names bound to an instance of a class of this file (``meter = Metric()``)
+        self.instances: dict[str, str] = {}
 
     # -- evaluation ---------------------------------------------------------------
     def derive(self, kind: int) -> int:
         """Kind of the result of a differentiable op on operands of ``kind``."""
         if kind & (GRAPH | LEAF):
-            return TENSOR if self.ctx.no_grad else GRAPH | (kind & ACT)
-        return kind & TENSOR
+            return TENSOR | TYPED if self.ctx.no_grad else GRAPH | TYPED | (kind & ACT)
+        return TENSOR | TYPED if kind & TENSOR else 0
 
     def forward(self) -> int:
         """Kind of a module's output at the current point."""
@@ -158,7 +119,13 @@ class Flow:
         """The kind of the value of expression ``node`` at the current point."""
         t = type(node)
         if t is ast.Name:
-            return self.env.get(node.id, 0)  # type: ignore[attr-defined]
+            kind = self.env.get(node.id, 0)  # type: ignore[attr-defined]
+            if not kind and self.facts.params and node.id in self.facts.graph_params():  # type: ignore[attr-defined]
+                return GRAPH | TYPED  # a parameter the function calls backward() on
+            if kind & (GRAPH | TENSOR) and not kind & (TYPED | CONTAINER) and \
+                    node.id in self.facts.tensor_names():  # type: ignore[attr-defined]
+                return kind | TYPED  # loss.backward() / loss.item() elsewhere: a tensor
+            return kind
         if t is ast.Attribute:
             return self._attribute(node)  # type: ignore[arg-type]
         if t is ast.Call:
@@ -168,8 +135,10 @@ class Flow:
             base = self.kind(node.value)  # type: ignore[attr-defined]
             if isinstance(sl, ast.Constant) and isinstance(sl.value, str) and not base & VALUE:
                 return 0
-            return (GRAPH if base & (GRAPH | LEAF) else 0) | (base & (TENSOR | ACT | LOOSE)) | (
-                base & (PARAMS | MODULES))
+            if base & CONTAINER:  # an element of a list/tuple/dict literal
+                return base & ~CONTAINER & (VALUE | PARAMS | MODULES)
+            return (GRAPH if base & (GRAPH | LEAF) else 0) | (
+                base & (TENSOR | ACT | LOOSE | TYPED)) | (base & (PARAMS | MODULES))
         if t is ast.BinOp:
             return self.derive(self.kind(node.left) | self.kind(node.right))  # type: ignore[attr-defined]
         if t is ast.UnaryOp:
@@ -181,23 +150,28 @@ class Flow:
             b = self.kind(node.orelse)  # type: ignore[attr-defined]
             return (a & b & VALUE) | ((a | b) & TYPE)
         if t is ast.Tuple or t is ast.List or t is ast.Set:
-            out = 0
-            for elt in node.elts:  # type: ignore[attr-defined]
-                out |= self.kind(elt)
-            return out & VALUE
+            return self._container(node.elts)  # type: ignore[attr-defined]
         if t is ast.Dict:
-            out = 0
-            for v in node.values:  # type: ignore[attr-defined]
-                if v is not None:
-                    out |= self.kind(v)
-            return out & VALUE
+            return self._container(node.values)  # type: ignore[attr-defined]
         if t is ast.ListComp or t is ast.GeneratorExp or t is ast.SetComp:
-            return self._comprehension(node.generators, node.elt)  # type: ignore[attr-defined]
+            return held(self._comprehension(node.generators, node.elt))  # type: ignore[attr-defined]
         if t is ast.DictComp:
-            return self._comprehension(node.generators, node.value)  # type: ignore[attr-defined]
+            return held(self._comprehension(node.generators, node.value))  # type: ignore[attr-defined]
         if t is ast.Starred or t is ast.Await or t is ast.NamedExpr:
             return self.kind(node.value)  # type: ignore[attr-defined]
         return 0
+
+    def _container(self, elts: list[ast.expr | None]) -> int:
+        """Kind of a list/tuple/set/dict literal: holds its elements' values, is no tensor
+        (it is :data:`TYPED` only when every element is a tensor)."""
+        out = 0
+        typed = TYPED
+        for elt in elts:
+            if elt is not None:
+                k = self.kind(elt)
+                out |= k
+                typed &= k
+        return held(out & ~TYPED | typed) if out & VALUE else 0
 
     def _comprehension(self, generators: list[ast.comprehension], elt: ast.expr) -> int:
         saved: dict[str, int | None] = {}
@@ -231,11 +205,11 @@ class Flow:
                 return known
         base = self.kind(value)
         if attr == "data" or attr == "grad":
-            return TENSOR if base & VALUE else 0
+            return TENSOR | TYPED if base & VALUE and not base & CONTAINER else 0
         if attr in ("T", "mT", "H", "mH", "real", "imag"):
             return self.derive(base)
         if base & MODEL and attr in ("weight", "bias"):
-            return LEAF
+            return LEAF | TYPED
         if base & GRAPH:  # out.values, outputs.logits, result.last_hidden_state
             return TENSOR if attr == "indices" else base & (GRAPH | ACT)
         return 0
@@ -249,191 +223,13 @@ class Flow:
         return out
 
     def _call(self, node: ast.Call) -> int:
-        func = node.func
-        ctx = self.ctx
-        tf = type(func)
-        if tf is ast.Attribute:
-            qual = ctx.qualname(func)
-            if qual is not None:
-                return self._qualified(qual, node)
-            attr = func.attr  # type: ignore[attr-defined]
-            if attr in SCALAR_METHODS:
-                return 0
-            if attr in NO_GRAPH_METHODS:
-                return TENSOR
-            recv_node = func.value  # type: ignore[attr-defined]
-            recv = self.kind(recv_node)
-            if recv & MODEL:
-                if attr in _FORWARD_LIKE:
-                    return self.forward()
-                if attr in _MODULE_SELF:
-                    return recv & TYPE
-                if attr == "parameters":
-                    return PARAMS
-                if attr == "named_parameters":
-                    return PARAMS | NAMED
-                if attr in ("modules", "children"):
-                    return MODULES
-                if attr in ("named_modules", "named_children"):
-                    return MODULES | NAMED
-                return 0
-            if recv & VALUE:
-                if attr == "pin_memory":
-                    return TENSOR | PINNED
-                if attr in ("to", "cuda", "cpu") and not recv & (GRAPH | LEAF):
-                    return TENSOR
-                if attr.endswith("_") and not attr.startswith("_"):
-                    return recv & VALUE
-                return self.derive(recv)
-            if recv & (OPTIM | LOADER | PARAMS | MODULES):
-                return 0
-            key = key_of(func)
-            if key is not None:
-                return self._named_callee(key, attr, recv_node, node)
-            return 0
-        if tf is ast.Name:
-            name = func.id  # type: ignore[attr-defined]
-            qual = ctx.qualname(func)
-            if qual is not None:
-                return self._qualified(qual, node)
-            known = self.env.get(name, 0)
-            if known & MODEL:
-                return self.forward()
-            if name in GRAPH_FREE_BUILTINS:
-                return 0
-            if name in PASS_THROUGH_BUILTINS:
-                kinds = self._args_kind(node)
-                if name in _CONTAINER_BUILTINS:
-                    return kinds
-                return self.derive(kinds)
-            if name in ctx.module_classes:
-                return MODEL
-            if name == "self" and ctx.in_module_class:
-                return self.forward()
-            return self._named_callee(name, name, None, node)
-        return 0
-
-    def _named_callee(self, key: str, last: str, recv: ast.expr | None, node: ast.Call) -> int:
-        """Kind of ``key(...)`` for a callee the linter knows only by name."""
-        if key.endswith(".forward"):
-            key = key[:-8]
-            last = last_name(key)
-        if self.ctx.class_attrs and key.startswith("self.") and key.count(".") == 1:
-            if self.ctx.class_attrs.get(last, 0) & MODEL:
-                return self.forward()
-        if key in self.facts.backward_callees():
-            return self.forward()
-        if key.count(".") <= 1 and is_model_name(last):
-            return self.forward()
-        if VERB_PREFIX.match(last):
-            return 0
-        if LOSS_NAME.search(last):
-            return self.derive(self._args_kind(node))
-        if last == "from_pretrained" and recv is not None:
-            owner = last_name(key_of(recv) or "")
-            if "Model" in owner or "For" in owner:
-                return MODEL
-        return 0
-
-    def _qualified(self, qual: str, node: ast.Call) -> int:
-        """Kind of a call to an imported (resolved) function or class."""
-        parts = qual.split(".")
-        root, last = parts[0], parts[-1]
-        if root != "torch":
-            if root in ("torchvision", "timm") and ("models" in parts or last == "create_model"):
-                return MODEL
-            if root == "transformers" and last == "from_pretrained" and len(parts) >= 2 and (
-                    "Model" in parts[-2] or "For" in parts[-2]):
-                return MODEL
-            if last == "checkpoint" and "checkpoint" in parts:
-                return self.derive(self._args_kind(node)) or self.forward()
-            return 0
-        sub = parts[1] if len(parts) > 2 else ""
-        upper = last[:1].isupper()
-        if sub == "nn" and upper:
-            if last == "Parameter":
-                rg = _kwarg(node, "requires_grad")
-                if rg is None and len(node.args) > 1:
-                    rg = node.args[1]
-                return TENSOR if _const_false(rg) else LEAF
-            if "utils" in parts or "functional" in parts or "init" in parts:
-                return 0
-            return MODEL
-        if sub == "optim":
-            if not upper or "lr_scheduler" in parts:
-                return 0
-            if last == "AveragedModel":
-                return MODEL
-            return OPTIM
-        if last == "DataLoader":
-            pin = _kwarg(node, "pin_memory")
-            if _const_true(pin):
-                return LOADER | PINNED
-            if pin is None and any(kw.arg is None for kw in node.keywords):
-                return LOADER
-            return LOADER | (UNPINNED if pin is None or _const_false(pin) else 0)
-        if last in ("checkpoint", "checkpoint_sequential") and "checkpoint" in parts:
-            return self.forward()
-        if qual == "torch.autograd.grad":
-            return GRAPH if _const_true(_kwarg(node, "create_graph")) and not self.ctx.no_grad \
-                else TENSOR
-        if qual == "torch.compile":
-            return self.kind(node.args[0]) & TYPE if node.args else 0
-        if last in FACTORIES and sub in ("", "random"):
-            if _const_true(_kwarg(node, "requires_grad")):
-                return LEAF
-            if _const_true(_kwarg(node, "pin_memory")):
-                return TENSOR | PINNED
-            if _kwarg(node, "device") is None and last in ("zeros", "ones", "empty", "full",
-                                                            "rand", "randn", "tensor", "arange"):
-                return TENSOR | UNPINNED
-            return TENSOR
-        if last in NO_GRAPH_FUNCTIONS:
-            return TENSOR
-        if sub in _OTHER_NS:
-            return 0
-        if upper:
-            return TENSOR if last.endswith("Tensor") else 0
-        return self.derive(self._args_kind(node)) or TENSOR
+        return call_kind(self, node)
 
     def is_forward(self, call: ast.Call, strict: bool = False) -> bool:
-        """Whether ``call`` runs a module's forward pass (``model(x)``, ``self.net(x)``).
+        """Whether ``call`` runs a module's forward pass (``model(x)``, ``self.net(x)``);
+        see :func:`torchmem.lint.calls.is_forward`."""
+        return is_forward(self, call, strict)
 
-        With ``strict``, only modules known by type or by conventional name count, not
-        callables known only because their result reaches ``backward()``.
-        """
-        slice_ = set() if strict else self.facts.backward_callees()
-        func = call.func
-        tf = type(func)
-        if tf is ast.Name:
-            name = func.id  # type: ignore[attr-defined]
-            if self.ctx.qualname(func) is not None:
-                return False
-            if self.env.get(name, 0) & MODEL or (name == "self" and self.ctx.in_module_class):
-                return True
-            return name in slice_ or is_model_name(name)
-        if tf is not ast.Attribute or self.ctx.qualname(func) is not None:
-            return False
-        attr = func.attr  # type: ignore[attr-defined]
-        recv = self.kind(func.value)  # type: ignore[attr-defined]
-        if recv & MODEL:
-            return attr in _FORWARD_LIKE
-        if recv & VALUE:
-            return False
-        key = key_of(func)
-        if key is None:
-            return False
-        if key.endswith(".forward"):
-            key = key[:-8]
-        if self.env.get(key, 0) & MODEL:
-            return True
-        last = last_name(key)
-        if self.ctx.class_attrs and key.startswith("self.") and key.count(".") == 1 and (
-                self.ctx.class_attrs.get(last, 0) & MODEL):
-            return True
-        return key in slice_ or (key.count(".") <= 1 and is_model_name(last))
-
-    # -- iteration and binding ------------------------------------------------------
     def elt(self, node: ast.AST) -> Shape:
         """The shape of the elements of iterable ``node`` (for ``for`` targets)."""
         if type(node) is ast.Call:
@@ -450,18 +246,20 @@ class Flow:
             if name == "range":
                 return 0
             if name == "items" and type(func) is ast.Attribute:
-                return (0, self.kind(func.value) & VALUE)
+                return (0, self.kind(func.value) & VALUE & ~CONTAINER)
             if name == "values" and type(func) is ast.Attribute:
-                return self.kind(func.value) & VALUE
+                return self.kind(func.value) & VALUE & ~CONTAINER
         kind = self.kind(node)
         if kind & LOADER or self.is_loader(node):
             if kind & PINNED:
                 return BATCH_PINNED
             return BATCH_UNPINNED if kind & UNPINNED else BATCH
         if kind & PARAMS:
-            return (0, LEAF) if kind & NAMED else LEAF
+            return (0, LEAF | TYPED) if kind & NAMED else LEAF | TYPED
         if kind & MODULES:
             return (0, MODEL) if kind & NAMED else MODEL
+        if kind & CONTAINER:  # for p in [w, b]: the elements themselves
+            return kind & VALUE & ~CONTAINER
         if kind & (GRAPH | LEAF):
             return GRAPH | (kind & ACT)
         return kind & TENSOR
@@ -487,7 +285,7 @@ class Flow:
             key = key_of(target)
             if key is None:
                 return
-            kind = 0 if isinstance(shape, int) and shape < 0 else _flatten(shape)
+            kind = 0 if isinstance(shape, int) and shape < 0 else flatten(shape)
             if kind:
                 self.env[key] = kind
             else:
@@ -498,7 +296,7 @@ class Flow:
                 for elt, sub in zip(elts, shape):
                     self.bind(elt, sub)
             else:
-                each: Shape = _flatten(shape)
+                each: Shape = flatten(shape) & ~CONTAINER
                 for elt in elts:
                     self.bind(elt, each)
         elif t is ast.Starred:
@@ -506,9 +304,29 @@ class Flow:
         elif t is ast.Subscript:
             key = key_of(target.value)  # type: ignore[attr-defined]
             if key is not None:
-                kind = _flatten(shape) & VALUE
+                kind = flatten(shape) & VALUE
                 if kind & (GRAPH | LEAF):
                     self.env[key] = self.env.get(key, 0) | GRAPH
+                elif self._differentiated(target):
+                    # output['loss'] = output['loss'].detach(): the entry whose graph
+                    # backward() used is replaced by a detached value, so what the rest
+                    # of the function keeps of ``output`` no longer holds that graph
+                    old = self.env.get(key, self.kind(target.value))  # type: ignore[attr-defined]
+                    if old & ~(GRAPH | ACT):
+                        self.env[key] = old & ~(GRAPH | ACT)
+                    else:
+                        self.env.pop(key, None)
+
+    def _differentiated(self, target: ast.AST) -> bool:
+        """Whether ``target`` (``output['loss']``) is an expression this function calls
+        ``backward()`` on."""
+        roots = self.facts.backward_roots
+        if not roots:
+            return False
+        text = ast.dump(target, annotate_fields=False, include_attributes=False).replace(
+            "Store()", "Load()")
+        return any(ast.dump(r, annotate_fields=False, include_attributes=False) == text
+                   for r in roots)
 
     def initial_kind(self, name: str, annotation: ast.expr | None) -> int:
         """Kind of a parameter from its annotation or, failing that, its name."""

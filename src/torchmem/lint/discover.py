@@ -4,7 +4,9 @@ A named file is always linted (whatever its extension; ``*.ipynb`` is read as a 
 notebook). A named directory is walked for ``*.py`` files and Jupyter notebooks
 (``*.ipynb``, as ruff does since 0.6; leave them out with ``exclude = ["*.ipynb"]``),
 skipping version-control and cache directories, virtual environments (a
-directory holding ``pyvenv.cfg``), ``build``/``dist``, ``site-packages``, the configured
+directory holding ``pyvenv.cfg``), ``build``/``dist`` output directories (a directory of
+that name holding an ``__init__.py`` is a real package and is linted), ``site-packages``,
+the configured
 ``exclude`` globs, and whatever ``.gitignore`` ignores. Ignored directories are pruned
 while walking with a small gitignore matcher; inside a git work tree the survivors are
 then checked by ``git check-ignore --stdin`` so that ``.git/info/exclude`` and the global
@@ -44,6 +46,9 @@ SKIP_DIRS = frozenset({
     "dist", "site-packages", "node_modules", ".ipynb_checkpoints", "__pypackages__",
     ".direnv", "buck-out", "_build", ".pytype",
 })
+#: build-output names that are also plausible package names (``torch.distributed`` code
+#: often lives in a ``dist`` package): skipped only when they are not a package
+_OUTPUT_DIRS = frozenset({"build", "dist", "_build"})
 
 
 def io_error(path: str, message: str) -> Violation:
@@ -190,7 +195,9 @@ def _walk(top: str, config: LintConfig, stack: list[GitignoreRules], out: list[s
         except OSError:
             continue
         if is_dir:
-            if (entry.name in SKIP_DIRS or entry.name.endswith(".egg-info")
+            if ((entry.name in SKIP_DIRS and not (entry.name in _OUTPUT_DIRS and os.path.isfile(
+                    os.path.join(path, "__init__.py"))))
+                    or entry.name.endswith(".egg-info")
                     or _is_venv(path) or config.is_excluded(path)
                     or (use_git and _ignored(stack, path, True))):
                 continue

@@ -9,7 +9,7 @@ selected rules for each node type (``visit_Call``...) plus the ``enter_loop`` /
 
 Example:
     >>> from torchmem.lint.engine import lint_source
-    >>> lint_source("import torch\\ntorch.ones(1).storage()\\n")[0].code
+    >>> lint_source("import torch\\ntorch.ones(1).storage()\\n", select="TMM402")[0].code
     'TMM402'
 """
 
@@ -20,8 +20,10 @@ import re
 import sys
 from typing import Any, Callable, Iterable
 
+from torchmem.lint.callers import mentions_no_grad, no_grad_functions
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.registry import Rule, select_rules
+from torchmem.lint.summaries import Summaries
 from torchmem.lint.violation import LintSyntaxError, Violation
 from torchmem.lint.walker import Walker
 
@@ -124,7 +126,8 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         text: the Python source.
         path: the file name used in the violations.
         select: rule codes, prefixes (``TMM1``) or ``ALL``; ``None`` means the default set
-            (every rule except the opinionated ``TMM9xx``).
+            (the memory and correctness rules: not the hygiene ``TMM401``/``TMM402``/
+            ``TMM404`` or the opinionated ``TMM9xx``).
         ignore: codes or prefixes to leave out (wins over ``select``).
 
     Returns:
@@ -152,8 +155,12 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         return []
     nodes, hooks = _table(rules)
     walker = Walker(ctx, nodes, hooks)
+    ctx.summaries = Summaries(tree, path)
+    ctx.summaries.walker = walker
     for stmt in _top_level(tree.body):
-        walker._import(stmt)
+        ctx.add_import(stmt)
+    if mentions_no_grad(text):
+        ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
     limit = sys.getrecursionlimit()
     try:
         # anything ast.parse accepts (long operator chains) must not exhaust the default limit

@@ -6,8 +6,9 @@ Registered as the ``TMM`` entry point of ``flake8.extension``; installing torchm
 
 Which rules run: the default set, or the ``[tool.torchmem.lint]`` selection of the
 nearest ``pyproject.toml``, or ``--torchmem-select`` (``torchmem-select`` in the flake8
-configuration) when given. The opinionated ``TMM9xx`` rules are off unless selected
-there (flake8's own ``--select`` can only narrow what the plugin reports).
+configuration) when given. The hygiene (``TMM401``, ``TMM402``, ``TMM404``) and
+opinionated ``TMM9xx`` rules are off unless selected there (flake8's own ``--select`` can
+only narrow what the plugin reports).
 
 Example:
     .. code-block:: ini

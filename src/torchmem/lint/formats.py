@@ -217,17 +217,23 @@ def format_sarif(result: LintResult, *, version: str | None = None) -> str:
 def format_statistics(violations: Iterable[Violation], *, unsafe: bool = False) -> str:
     """A table: count, code, fixability, name, most frequent first.
 
-    ``[*]`` marks a rule with at least one violation that ``--fix`` would fix: a safe
-    fix, or any fix when ``unsafe`` (``--unsafe-fixes``) is on.
+    ``[*]`` marks a rule with at least one violation that ``--fix`` fixes (a safe fix);
+    ``[-]`` one whose fixes are all unsafe (applied only with ``--unsafe-fixes``, and
+    worth reviewing). ``unsafe`` is accepted for compatibility and changes nothing: an
+    unsafe fix stays marked as one.
     """
     violations = list(violations)
     counts = Counter((v.code, v.name) for v in violations)
-    fixable = {v.code for v in violations
-               if v.fix is not None and (unsafe or v.fix.safety == "safe")}
+    safe = {v.code for v in violations if v.fix is not None and v.fix.safety == "safe"}
+    unsafe_only = {v.code for v in violations if v.fix is not None} - safe
     if not counts:
         return ""
     width = len(str(max(counts.values())))
-    rows = [f"{n:>{width}}  {code:<7} {'[*]' if code in fixable else '   '} {name}"
+
+    def mark(code: str) -> str:
+        return "[*]" if code in safe else ("[-]" if code in unsafe_only else "   ")
+
+    rows = [f"{n:>{width}}  {code:<7} {mark(code)} {name}"
             for (code, name), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     return "\n".join(rows)
 

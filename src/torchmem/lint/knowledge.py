@@ -14,9 +14,11 @@ import re
 __all__ = [
     "FACTORIES", "NO_GRAPH_METHODS", "SCALAR_METHODS", "NO_GRAPH_FUNCTIONS", "SCALAR_ATTRS",
     "INPLACE_SAFE_ON_LEAF", "MODEL_NAME", "LOSS_NAME", "LOADER_NAME", "EVAL_LOADER_NAME",
-    "EVAL_FUNCTION", "OPTIMIZER_NAME", "BACKWARD_CALLERS", "is_inplace_method",
+    "EVAL_FUNCTION", "OPTIMIZER_NAME", "is_no_grad_decorator", "BACKWARD_CALLERS",
+    "is_inplace_method", "TARGET_NAME",
     "NO_GRAD_CONTEXTS", "ENABLE_GRAD_CONTEXTS", "GRAPH_FREE_BUILTINS", "PASS_THROUGH_BUILTINS",
-    "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name",
+    "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name", "MOVE_METHODS",
+    "TUPLE_RESULTS", "TENSOR_ONLY_METHODS", "is_constructor_name",
 ]
 
 #: torch functions that create a new tensor; ``requires_grad=True`` makes it a leaf
@@ -35,6 +37,26 @@ NO_GRAPH_METHODS = frozenset({
     "nonzero", "logical_and", "logical_or", "logical_not", "logical_xor", "count_nonzero",
     "bincount", "isclose", "signbit", "new_zeros", "new_ones", "new_empty", "new_full",
     "new_tensor",
+})
+
+#: methods that move or cast a value and return the same kind of object (a batch object's
+#: ``.to(device)`` is still a batch object; a tensor's is a tensor)
+MOVE_METHODS = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "contiguous", "pin_memory",
+    "xpu", "mps", "npu", "to_device", "long", "int",
+})
+
+#: torch functions and tensor methods that return a tuple (or named tuple) of tensors
+TUPLE_RESULTS = frozenset({
+    "max", "min", "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "split", "chunk",
+    "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "svd", "qr", "eig", "eigh",
+    "slogdet", "lu", "std_mean", "var_mean", "aminmax", "frexp", "meshgrid", "broadcast_tensors",
+    "histogram", "unique", "unique_consecutive", "cummax", "cummin", "grad", "lstsq",
+})
+
+#: methods only a tensor has: a name they are called on is a ``torch.Tensor``
+TENSOR_ONLY_METHODS = frozenset({
+    "backward", "item", "detach", "detach_", "retain_grad", "register_hook", "requires_grad_",
 })
 
 #: tensor methods (and a few common calls) that return plain Python values
@@ -84,6 +106,17 @@ NO_GRAD_CONTEXTS = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
     "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
 })
+
+
+def is_no_grad_decorator(name: str | None) -> bool:
+    """A decorator that runs the function without autograd recording: torch's own, or a
+    project's wrapper named so (``@smart_inference_mode()``, ``@utils.no_grad()``)."""
+    if not name:
+        return False
+    tail = name.rpartition(".")[2]
+    return name in NO_GRAD_CONTEXTS or tail.endswith(("inference_mode", "no_grad"))
+
+
 ENABLE_GRAD_CONTEXTS = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
 
 #: Lightning runs these hooks under ``torch.no_grad()`` / ``inference_mode()`` itself
@@ -115,12 +148,26 @@ VERB_PREFIX = re.compile(
 
 
 def is_model_name(name: str) -> bool:
-    """Whether a name (the last component of a key) denotes an ``nn.Module`` by convention."""
+    """Whether a name (the last component of a key) denotes an ``nn.Module`` by convention.
+
+    A capitalised name is a class (``lib.Model``, ``keras.Model``): calling it constructs an
+    object of unknown type, it does not run a forward pass.
+    """
+    if is_constructor_name(name):
+        return False
     low = name.lower()
     return bool(MODEL_NAME.match(low)) and not VERB_PREFIX.match(low)
 
 
+def is_constructor_name(name: str) -> bool:
+    """Whether a callee name is a class by convention (``Model``, ``ResNet``, not ``model``)."""
+    return name[:1].isupper() and not name.isupper()
+
+
 #: names that denote a loss function or criterion
+#: names of targets (labels) by convention: they never require grad
+TARGET_NAME = re.compile(r"^(y|y_?true|y_?gt|gts?|targets?|labels?|ground_truths?|"
+                         r"[a-z0-9_]*_(targets?|labels?))$", re.IGNORECASE)
 LOSS_NAME = re.compile(r"(loss|criterion|criteria|objective)", re.IGNORECASE)
 #: names that denote an optimizer
 OPTIMIZER_NAME = re.compile(r"^(opt|optim|optimizer|optimiser|[a-z0-9_]*_(opt|optim|optimizer))$",

@@ -25,7 +25,13 @@ from torchmem.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.violation import FixSafety
 
-__all__ = ["Rule", "RULES", "register", "select_rules", "resolve_codes", "DOC_SECTIONS"]
+__all__ = ["Rule", "RULES", "register", "select_rules", "resolve_codes", "DOC_SECTIONS",
+           "CATEGORIES", "DEFAULT_CATEGORIES"]
+
+#: what a rule's findings are (see :attr:`Rule.category`)
+CATEGORIES = frozenset({"memory", "correctness", "hygiene", "performance"})
+#: the categories of the default set: memory and gradient-correctness problems only
+DEFAULT_CATEGORIES = frozenset({"memory", "correctness"})
 
 #: docstring sections every rule must have, in this order
 DOC_SECTIONS = ("What", "Why", "Known problems", "Example", "Use instead")
@@ -49,7 +55,13 @@ class Rule:
         summary: one-line description used by ``--statistics`` and the docs index.
         fix_title: imperative title of the fix, or ``None`` when the rule has no fix.
         fix_safety: ``"safe"``/``"unsafe"``, or ``None`` when there is no fix.
-        default_enabled: ``False`` for the opinionated ``TMM9xx`` rules.
+        default_enabled: ``False`` for the opinionated ``TMM9xx`` rules and the hygiene
+            rules.
+        category: what a finding is: ``"memory"`` (memory kept or wasted),
+            ``"correctness"`` (wrong gradients or a runtime error), both in the default set;
+            ``"hygiene"`` (deprecated or fragile API use, not a memory problem) and
+            ``"performance"`` (opinionated speed advice), both opt-in. Hygiene findings
+            say so at the start of their message.
     """
 
     code: ClassVar[str] = ""
@@ -58,6 +70,7 @@ class Rule:
     fix_title: ClassVar[str | None] = None
     fix_safety: ClassVar[FixSafety | None] = None
     default_enabled: ClassVar[bool] = True
+    category: ClassVar[str] = "memory"
 
     @classmethod
     def family(cls) -> str:
@@ -103,6 +116,10 @@ def register(cls: type[Rule]) -> type[Rule]:
         raise ValueError(f"duplicate rule code {cls.code}")
     if any(r.name == cls.name and r is not cls for r in RULES.values()):
         raise ValueError(f"duplicate rule name {cls.name}")
+    if cls.category not in CATEGORIES:
+        raise ValueError(f"{cls.code}: category must be one of {sorted(CATEGORIES)}")
+    if cls.default_enabled != (cls.category in DEFAULT_CATEGORIES):
+        raise ValueError(f"{cls.code}: only memory and correctness rules are on by default")
     if (cls.fix_title is None) != (cls.fix_safety is None):
         raise ValueError(f"{cls.code}: fix_title and fix_safety go together")
     RULES[cls.code] = cls
@@ -148,9 +165,10 @@ def select_rules(select: Iterable[str] | None = None,
                  ignore: Iterable[str] | None = None) -> list[type[Rule]]:
     """Return the rule classes a selection enables, ordered by code.
 
-    Without ``select`` (or with ``TMM``) the default set is used: every rule except the
-    opinionated ``TMM9xx`` ones. A code (``TMM901``), a family prefix (``TMM9``) or
-    ``ALL`` enables opinionated rules too. ``ignore`` wins over ``select``.
+    Without ``select`` (or with ``TMM``) the default set is used: the memory and
+    correctness rules, not the hygiene (``TMM401``, ``TMM402``, ``TMM404``) or opinionated
+    ``TMM9xx`` ones. A code (``TMM901``), a family prefix (``TMM9``) or ``ALL`` enables
+    those too. ``ignore`` wins over ``select``.
 
     Raises:
         UsageError: a code or prefix matches no rule.

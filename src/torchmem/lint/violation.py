@@ -6,7 +6,7 @@ UTF-8 byte offsets; the engine converts them). Text output prints ``col + 1``.
 
 Example:
     >>> from torchmem.lint import lint_source
-    >>> [v.code for v in lint_source("import torch\\nx = torch.ones(2)\\ny = x.data\\n")]
+    >>> [v.code for v in lint_source("import torch\\nx = torch.ones(2)\\ny = x.data\\n", select="ALL")]
     ['TMM401']
 """
 

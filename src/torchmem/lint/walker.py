@@ -12,20 +12,23 @@ import ast
 from typing import Callable, Iterable
 
 from torchmem.lint import facts as _facts
+from torchmem.lint.classes import class_attrs, is_module_class
 from torchmem.lint.context import Context, FunctionState, LoopState
-from torchmem.lint.dataflow import LOADER, MODEL, TYPE, VALUE, Flow, meet
-from torchmem.lint.facts import FunctionFacts, key_of
+from torchmem.lint.dataflow import LOADER, TYPE, VALUE, Flow, meet
+from torchmem.lint.facts import key_of
+from torchmem.lint.gather import gather
+from torchmem.lint.gradmode import effects, grad_delta, requires_grad
 from torchmem.lint.knowledge import (
-    ENABLE_GRAD_CONTEXTS, EVAL_LOADER_NAME, LIGHTNING_NO_GRAD_HOOKS, NO_GRAD_CONTEXTS, last_name,
+    EVAL_LOADER_NAME,
+    LIGHTNING_NO_GRAD_HOOKS,
+    is_no_grad_decorator,
+    last_name,
 )
 
 __all__ = ["Walker"]
 
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
-#: methods whose ``self.<attr> = ...`` assignments define a class's attribute kinds
-_SETUP_METHODS = frozenset({"__init__", "setup", "configure_model", "build", "_build",
-                            "reset_parameters", "__post_init__"})
 #: fields that never hold a node worth visiting (operators, contexts, plain values)
 _SKIP_FIELDS = frozenset({"ctx", "type_comment", "op", "ops", "attr", "id", "arg", "kind",
                           "conversion", "level", "is_async", "simple", "name", "names",
@@ -104,22 +107,32 @@ class Walker:
         flow = ctx.fn.flow
         if cls is ast.Expr:
             self.expr(node.value)  # type: ignore[attr-defined]
-            self._effects(node.value)  # type: ignore[attr-defined]
+            effects(ctx, node.value)  # type: ignore[attr-defined]
         elif cls is ast.Assign:
             self.expr(node.value)  # type: ignore[attr-defined]
             self.exprs(node.targets)  # type: ignore[attr-defined]
             kind = flow.kind(node.value)  # type: ignore[attr-defined]
             for target in node.targets:  # type: ignore[attr-defined]
                 if type(target) is ast.Attribute and target.attr == "requires_grad":
-                    self._requires_grad(target.value, node.value)  # type: ignore[attr-defined]
+                    requires_grad(ctx, target.value, node.value)  # type: ignore[attr-defined]
                     continue
                 value = node.value  # type: ignore[attr-defined]
                 if isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple) and len(
                         target.elts) == len(value.elts):
                     for t, v in zip(target.elts, value.elts):
                         flow.bind(t, flow.kind(v))
+                elif type(target) is ast.Tuple and type(value) is ast.Call and kind & VALUE \
+                        and ctx.summaries is not None:
+                    summary = ctx.summaries.summarize(value, flow)
+                    elements = summary.elements if summary is not None else None
+                    if elements is not None and len(elements) == len(target.elts):
+                        flow.bind(target, elements)  # loss, pred = self._step(x, y)
+                    else:
+                        flow.bind(target, kind)
                 else:
                     flow.bind(target, kind)
+                    if type(target) is ast.Name:
+                        self._instance(target.id, value)
         elif cls is ast.AugAssign:
             self.expr(node.target)  # type: ignore[attr-defined]
             self.expr(node.value)  # type: ignore[attr-defined]
@@ -162,7 +175,7 @@ class Walker:
                 for key in _facts.target_keys(target):
                     flow.env.pop(key, None)
         elif cls is ast.Import or cls is ast.ImportFrom:
-            self._import(node)
+            ctx.add_import(node)
         elif cls.__name__ == "Match":
             self.expr(node.subject)  # type: ignore[attr-defined]
             bodies = []
@@ -185,67 +198,21 @@ class Walker:
         if node is not None:
             self.expr(node)
 
+    def _instance(self, name: str, value: ast.expr) -> None:
+        """Remember that ``name`` holds an instance of a class of this file."""
+        instances = self.ctx.fn.flow.instances
+        summaries = self.ctx.summaries
+        if type(value) is ast.Call and type(value.func) is ast.Name and summaries is not None \
+                and value.func.id in summaries.classes:
+            instances[name] = value.func.id
+        elif instances:
+            instances.pop(name, None)
+
     def _args(self, args: ast.arguments) -> None:
         for a in args.posonlyargs + args.args + args.kwonlyargs:
             self.expr_opt(a.annotation)
         self.exprs(args.defaults)
         self.exprs(args.kw_defaults)
-
-    def _effects(self, value: ast.expr) -> None:
-        """Statement-level calls that change the flow: ``h.detach_()``, ``torch.set_grad_enabled``."""
-        if type(value) is not ast.Call:
-            return
-        func = value.func
-        ctx = self.ctx
-        if type(func) is ast.Attribute:
-            key = key_of(func.value)
-            if func.attr == "detach_" and key:
-                ctx.fn.flow.env[key] = (ctx.fn.flow.env.get(key, 0) & TYPE) | 4
-            elif func.attr == "requires_grad_" and key:
-                self._requires_grad(func.value, value.args[0] if value.args else None)
-            elif func.attr == "eval" and key and not value.args:
-                ctx.fn.flow.env[key] = ctx.fn.flow.env.get(key, 0) | MODEL
-        qual = ctx.qualname(func)
-        if qual == "torch.set_grad_enabled" or qual == "torch.autograd.set_grad_enabled":
-            arg = value.args[0] if value.args else None
-            enabled = isinstance(arg, ast.Constant) and arg.value is True
-            ctx.no_grad = 0 if enabled else max(ctx.no_grad, 1)
-
-    def _requires_grad(self, target: ast.expr, value: ast.expr | None) -> None:
-        key = key_of(target)
-        if key is None:
-            return
-        env = self.ctx.fn.flow.env
-        on = value is None or (isinstance(value, ast.Constant) and value.value is True)
-        off = isinstance(value, ast.Constant) and value.value is False
-        old = env.get(key, 0)
-        if on:
-            env[key] = (old & TYPE) | 2
-        elif off:
-            env[key] = (old & TYPE) | (4 if old & VALUE else 0)
-        else:
-            env[key] = old & TYPE
-
-    def _import(self, node: ast.stmt) -> None:
-        ctx = self.ctx
-        if type(node) is ast.Import:
-            for alias in node.names:  # type: ignore[attr-defined]
-                if alias.asname:
-                    ctx.imports[alias.asname] = alias.name
-                else:
-                    top = alias.name.partition(".")[0]
-                    ctx.imports[top] = top
-                if alias.name.partition(".")[0] == "torch":
-                    ctx.torch_imported = True
-        else:
-            mod = node.module or ""  # type: ignore[attr-defined]
-            if node.level:  # type: ignore[attr-defined]
-                mod = "." * node.level + mod  # type: ignore[attr-defined]
-            if mod.partition(".")[0] == "torch":
-                ctx.torch_imported = True
-            for alias in node.names:  # type: ignore[attr-defined]
-                if alias.name != "*":
-                    ctx.imports[alias.asname or alias.name] = f"{mod}.{alias.name}"
 
     def _branches(self, bodies: list[list[ast.stmt]]) -> None:
         ctx = self.ctx
@@ -275,17 +242,7 @@ class Walker:
         delta = 0
         for item in node.items:  # type: ignore[attr-defined]
             self.expr(item.context_expr)
-            expr = item.context_expr
-            func = expr.func if type(expr) is ast.Call else expr
-            qual = ctx.qualname(func)
-            if qual in NO_GRAD_CONTEXTS:
-                delta += 1
-            elif qual in ENABLE_GRAD_CONTEXTS:
-                delta -= 10_000
-            elif qual in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
-                arg = expr.args[0] if type(expr) is ast.Call and expr.args else None
-                if not (isinstance(arg, ast.Constant) and arg.value is True):
-                    delta += 1
+            delta += grad_delta(ctx, item.context_expr)
             if item.optional_vars is not None:
                 self.expr(item.optional_vars)
                 ctx.fn.flow.bind(item.optional_vars, 0)
@@ -362,11 +319,11 @@ class Walker:
         self.exprs(node.decorator_list)
         self.exprs(node.bases)
         self.exprs(kw.value for kw in node.keywords)
-        is_module = _is_module_class(node, ctx)
+        is_module = is_module_class(node, ctx)
         if is_module:
             ctx.module_classes.add(node.name)
         saved = (ctx.class_attrs, ctx.in_module_class)
-        ctx.class_attrs = self._class_attrs(node)
+        ctx.class_attrs = class_attrs(ctx, node)
         ctx.in_module_class = is_module
         lightning = any("Lightning" in (key_of(b) or "") for b in node.bases)
         for stmt in node.body:
@@ -381,43 +338,12 @@ class Walker:
                 self.stmt(stmt)
         ctx.class_attrs, ctx.in_module_class = saved
 
-    def _class_attrs(self, node: ast.ClassDef) -> dict[str, int]:
-        """Kinds of ``self.<attr> = value`` assignments in the class's set-up methods."""
-        ctx = self.ctx
-        attrs: dict[str, int] = {}
-        probe = Flow(ctx, FunctionFacts(), {})
-        saved_fn, saved_ng = ctx.fn, ctx.no_grad
-        ctx.fn = FunctionState(node, node.name, probe.facts, probe, False, node.name)
-        ctx.no_grad = 0
-        stack: list[ast.AST] = [s for s in node.body if type(s) in _FUNC_TYPES
-                                and s.name in _SETUP_METHODS]  # type: ignore[attr-defined]
-        while stack:
-            item = stack.pop()
-            if type(item) is ast.Assign:
-                kind = probe.kind(item.value)  # type: ignore[attr-defined]
-                for target in item.targets:  # type: ignore[attr-defined]
-                    if type(target) is ast.Attribute and type(target.value) is ast.Name \
-                            and target.value.id == "self":
-                        attrs[target.attr] = attrs.get(target.attr, 0) | kind
-            elif type(item) is ast.Expr and type(item.value) is ast.Call:  # type: ignore[attr-defined]
-                call = item.value  # type: ignore[attr-defined]
-                f = call.func
-                if type(f) is ast.Attribute and f.attr in ("register_buffer", "register_parameter") \
-                        and len(call.args) >= 2 and isinstance(call.args[0], ast.Constant) \
-                        and isinstance(call.args[0].value, str):
-                    attrs[call.args[0].value] = 2 if f.attr == "register_parameter" else 4
-            for name in ("body", "orelse", "handlers", "finalbody"):
-                sub = getattr(item, name, None)
-                if sub:
-                    stack.extend(s for s in sub if type(s) is not ast.ClassDef)
-        ctx.fn, ctx.no_grad = saved_fn, saved_ng
-        return attrs
-
     def function(self, node: ast.AST, body: list[ast.stmt], name: str,
                  args: ast.arguments | None, decorators: list[ast.expr] | None = None, *,
-                 class_name: str | None = None, force_no_grad: bool = False) -> None:
+                 class_name: str | None = None, force_no_grad: bool = False,
+                 arg_kinds: dict[str, int] | None = None) -> None:
         ctx = self.ctx
-        facts = _facts.gather(body, ctx.qualname)
+        facts = gather(body, ctx.qualname)
         outer = ctx.fn
         env: dict[str, int] = {}
         if outer is not None:
@@ -428,15 +354,17 @@ class Walker:
         flow = Flow(ctx, facts, env)
         state.flow = flow
         if args is not None:
+            facts.params = frozenset(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs)
             for a in args.posonlyargs + args.args + args.kwonlyargs:
-                kind = flow.initial_kind(a.arg, a.annotation)
+                kind = (arg_kinds.get(a.arg) if arg_kinds else None) or flow.initial_kind(
+                    a.arg, a.annotation)
                 if kind:
                     env[a.arg] = kind
                 else:
                     env.pop(a.arg, None)
-        no_grad = force_no_grad or any(
-            ctx.qualname(d.func if type(d) is ast.Call else d) in NO_GRAD_CONTEXTS
-            for d in decorators or ())
+        no_grad = force_no_grad or id(node) in ctx.quiet_functions or any(
+            is_no_grad_decorator(ctx.qualname(d.func if type(d) is ast.Call else d) or key_of(
+                d.func if type(d) is ast.Call else d)) for d in decorators or ())
         state.no_grad = no_grad
         saved = (ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth)
         ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = (
@@ -447,18 +375,3 @@ class Walker:
         for h in self.hooks["leave_function"]:
             h(state, ctx)
         ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = saved
-
-
-def _is_module_class(node: ast.ClassDef, ctx: Context) -> bool:
-    if any(type(s) in _FUNC_TYPES and s.name == "forward" for s in node.body):  # type: ignore[attr-defined]
-        return True  # only modules define forward()
-    for base in node.bases:
-        key = key_of(base)
-        if key is None:
-            continue
-        qual = ctx.qualname(base) or key
-        tail = last_name(qual)
-        if qual.startswith("torch.nn") or tail in ctx.module_classes or tail in (
-                "Module", "LightningModule", "PreTrainedModel") or tail.endswith("Module"):
-            return True
-    return False

@@ -2,7 +2,9 @@
 
 Families (the hundreds digit of the code):
 
-- ``TMM1xx`` :mod:`~torchmem.lint.rules.graph`: autograd graphs kept alive across iterations.
+- ``TMM1xx`` :mod:`~torchmem.lint.rules.graph`: autograd graphs kept alive across iterations
+  (TMM102 in :mod:`~torchmem.lint.rules.recurrent`, TMM103 in
+  :mod:`~torchmem.lint.rules.evaluation`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -12,7 +14,16 @@ Families (the hundreds digit of the code):
 
 from __future__ import annotations
 
-from torchmem.lint.rules import autograd, graph, loops, opinionated, training, views
+from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
+    autograd,
+    evaluation,
+    graph,
+    loops,
+    opinionated,
+    recurrent,
+    training,
+    views,
+)
 
 #: family prefix -> (module, title), in docs order
 FAMILIES = {

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from torchmem.lint.facts import key_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from torchmem.lint.engine import Context, FunctionState
+    from torchmem.lint.engine import Context, FunctionState, LoopState
 
 __all__ = ["Accumulation", "accumulation", "is_forward_function", "STEP_FUNCTIONS",
-           "describe", "loop_kind_word"]
+           "describe", "loop_kind_word", "trains", "fresh"]
 
 _ACC_METHODS = frozenset({"append", "appendleft", "extend", "insert", "add"})
 _CONCAT = frozenset({"torch.cat", "torch.stack", "torch.vstack", "torch.hstack", "torch.concat",
@@ -56,6 +56,8 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
             value = args[-1] if func.attr == "insert" else args[0]
             if func.attr == "insert" and len(args) != 2 or func.attr != "insert" and len(args) != 1:
                 return None
+            if func.attr == "insert" and not _list_insert(key, args[0], ctx):
+                return None  # db.insert(key, row), tree.insert(a, b): not list.insert
             return Accumulation(key, value, "append")
         return None
     if t is ast.AugAssign:
@@ -94,6 +96,20 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
     return None
 
 
+def _list_insert(key: str, index: ast.expr, ctx: Context) -> bool:
+    """Whether ``key.insert(index, v)`` is ``list.insert``: the index is an integer literal,
+    or ``key`` is bound to a list in this function."""
+    if isinstance(index, ast.Constant) and type(index.value) is int:
+        return True
+    if isinstance(index, ast.UnaryOp) and isinstance(index.operand, ast.Constant):
+        return True
+    for value in ctx.fn.facts.defs.get(key, ()):
+        if type(value) in (ast.List, ast.ListComp) or (
+                type(value) is ast.Call and getattr(value.func, "id", "") == "list"):
+            return True
+    return False
+
+
 def is_forward_function(fn: FunctionState, ctx: Context) -> bool:
     """A module's forward computation: collecting outputs there is the computation itself."""
     name = fn.name
@@ -114,3 +130,26 @@ def describe(node: ast.AST, limit: int = 40) -> str:
 
 def loop_kind_word(loop_training: bool) -> str:
     return "training loop" if loop_training else "loop"
+
+
+def trains(loop: LoopState, ctx: Context) -> bool:
+    """A training loop: its body calls ``backward()``/``step()``, directly or through a
+    function of the same file (``self._backward(loss)``)."""
+    if loop.training:
+        return True
+    summaries = ctx.summaries
+    return summaries is not None and summaries.trains(loop.node, ctx.fn.class_name)
+
+
+def fresh(value: ast.AST, loops: list[LoopState]) -> bool:
+    """Whether ``value`` is computed anew on each iteration of the outermost of ``loops``."""
+    if not loops:
+        return True
+    assigned = loops[0].facts.assigned
+    for sub in ast.walk(value):
+        t = type(sub)
+        if t is ast.Call:
+            return True
+        if (t is ast.Name or t is ast.Attribute) and key_of(sub) in assigned:
+            return True
+    return False

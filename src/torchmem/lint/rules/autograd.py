@@ -12,7 +12,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from torchmem.lint.dataflow import GRAPH, LEAF, MODEL, VALUE
+from torchmem.lint.dataflow import CONTAINER, GRAPH, LEAF, MODEL, TYPED, VALUE
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import is_inplace_method
 from torchmem.lint.registry import Rule, register
@@ -28,6 +28,8 @@ _TENSOR_ATTRS = frozenset({"weight", "bias", "grad", "running_mean", "running_va
 
 def _tensor_evidence(node: ast.expr, ctx: Context) -> bool:
     kind = ctx.kind(node)
+    if kind & CONTAINER:
+        return False  # a list or dict of tensors: its .data is something else
     if kind & VALUE:
         return True
     if kind & MODEL:
@@ -72,6 +74,8 @@ class TensorData(Rule):
     """
 
     code = "TMM401"
+    category = "hygiene"
+    default_enabled = False
     name = "tensor-data"
     summary = ".data bypasses autograd's checks; use .detach() or torch.no_grad()"
     fix_title = "Replace .data with .detach()"
@@ -98,7 +102,9 @@ class TensorData(Rule):
         _, _, vl, vc = ctx.span(node.value)
         _, _, el, ec = ctx.span(node)
         fix = None
-        if vl == el and ctx.text(vl, vc, el, ec).replace(" ", "") == ".data":
+        typed = ctx.kind(node.value) & TYPED or node.value.__class__ is ast.Attribute and \
+            node.value.attr in _TENSOR_ATTRS  # type: ignore[attr-defined]
+        if typed and vl == el and ctx.text(vl, vc, el, ec).replace(" ", "") == ".data":
             fix = [ctx.edit((vl, vc), (el, ec), ".detach()")]
         ctx.report(self, node, (
             f"'{recv}.data' shares storage with '{recv}' but hides in-place changes from "
@@ -143,6 +149,8 @@ class DeprecatedStorage(Rule):
     """
 
     code = "TMM402"
+    category = "hygiene"
+    default_enabled = False
     name = "deprecated-storage"
     summary = "Tensor.storage() is deprecated; use untyped_storage()"
     fix_title = "Replace .storage() with .untyped_storage()"
@@ -226,6 +234,7 @@ class InplaceOnLeaf(Rule):
     """
 
     code = "TMM403"
+    category = "correctness"
     name = "inplace-on-leaf"
     summary = "in-place op on a leaf tensor that requires grad, outside torch.no_grad()"
 
@@ -235,8 +244,8 @@ class InplaceOnLeaf(Rule):
         if type(node) is ast.Attribute and node.attr in ("weight", "bias"):
             return None  # module.weight.copy_(...) in conversion helpers run under no_grad
         kind = ctx.kind(node)
-        if not kind & LEAF or kind & GRAPH:
-            return None
+        if not kind & LEAF or kind & (GRAPH | CONTAINER):
+            return None  # (a dict or list holding a parameter is not the parameter)
         key = key_of(node)
         if key is None:
             return None
@@ -320,6 +329,8 @@ class CheckpointReentrant(Rule):
     """
 
     code = "TMM404"
+    category = "hygiene"
+    default_enabled = False
     name = "checkpoint-use-reentrant"
     summary = "checkpoint() without an explicit use_reentrant argument"
     fix_title = "Pass use_reentrant=False"

@@ -15,22 +15,74 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from torchmem.lint.dataflow import GRAPH, VALUE
-from torchmem.lint.facts import key_of, target_keys
+from torchmem.lint.dataflow import CONTAINER, GRAPH, TYPED, VALUE
+from torchmem.lint.facts import key_of
 from torchmem.lint.registry import Rule, register
+from torchmem.lint.rules._callee_stores import (
+    accumulating_method,
+    callee_store,
+    is_plain_tensor,
+)
 from torchmem.lint.rules._common import (
-    STEP_FUNCTIONS, Accumulation, accumulation, describe, is_forward_function,
+    STEP_FUNCTIONS,
+    Accumulation,
+    accumulation,
+    describe,
+    is_forward_function,
+)
+from torchmem.lint.rules._common import (
+    fresh as _fresh,
+)
+from torchmem.lint.rules._common import (
+    trains as _trains,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from torchmem.lint.engine import Context, LoopState
+    from torchmem.lint.engine import Context, FunctionState, LoopState
 
-__all__ = ["GraphAccumulation", "HiddenStateCarried", "EvalWithoutNoGrad", "RetainGraphInLoop"]
+__all__ = ["GraphAccumulation", "RetainGraphInLoop"]
 
 _DETACH_FIX = {"append": "keep {v}.detach() (or {v}.item() for a scalar)",
                "add": "add {v}.item() (or {v}.detach())",
                "store": "store {v}.detach()",
                "concat": "concatenate {v}.detach()"}
+_SIMPLE = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
+
+
+def _graph_part(value: ast.expr, ctx: Context) -> ast.expr:
+    """The operand of ``value`` that carries the graph: ``loss`` in ``loss * x.size(0)``,
+    ``float(a) + b`` -> ``b``; ``value`` itself when it is not arithmetic or when several
+    operands carry one."""
+    while True:
+        t = type(value)
+        if t is ast.BinOp:
+            parts = [value.left, value.right]  # type: ignore[attr-defined]
+        elif t is ast.UnaryOp:
+            parts = [value.operand]  # type: ignore[attr-defined]
+        else:
+            return value
+        graph = [p for p in parts if ctx.kind(p) & GRAPH]
+        if len(graph) != 1:
+            return value
+        value = graph[0]
+
+
+def _known_tensor(node: ast.expr, ctx: Context) -> bool:
+    """Whether ``node`` is known to be a ``torch.Tensor`` (not a tuple, a dict or a model
+    output object, whose ``.detach()`` would raise)."""
+    kind = ctx.kind(node)
+    return bool(kind & TYPED) and not kind & CONTAINER
+
+
+def _advice(how: str, part: ast.expr, ctx: Context) -> str:
+    """How to keep the value without its graph, in words that are valid for its type."""
+    v = describe(part)
+    if type(part) not in _SIMPLE:
+        v = f"({v})"
+    if _known_tensor(part, ctx):
+        return _DETACH_FIX[how].format(v=v)
+    return (f"keep detached copies of the tensors in {v} (.detach(), or .item() for "
+            f"scalars)")
 
 
 def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list[LoopState],
@@ -65,20 +117,6 @@ def _container(node: ast.AST) -> ast.AST:
     return node
 
 
-def _fresh(value: ast.AST, loops: list[LoopState]) -> bool:
-    """Whether ``value`` is computed anew on each iteration of the outermost of ``loops``."""
-    if not loops:
-        return True
-    assigned = loops[0].facts.assigned
-    for sub in ast.walk(value):
-        t = type(sub)
-        if t is ast.Call:
-            return True
-        if (t is ast.Name or t is ast.Attribute) and key_of(sub) in assigned:
-            return True
-    return False
-
-
 @register
 class GraphAccumulation(Rule):
     """Tensors that carry an autograd graph accumulated across loop iterations.
@@ -92,6 +130,14 @@ class GraphAccumulation(Rule):
         ``.detach()`` or ``float()`` intervenes. The container must outlive the iteration:
         it is created before the loop, or is an attribute.
 
+        Also flags a call in such a loop that hands a graph-carrying value to a method of a
+        class of the same file which keeps it on its object (``meter.update(loss)`` where
+        ``update`` does ``self.sum += val``), and a public method of a plain class (not an
+        ``nn.Module``) that adds values computed from its tensor-annotated parameters to
+        ``self.*`` (a metric's ``update(self, output: tuple[Tensor, Tensor])`` doing
+        ``self._sum += F.cross_entropy(y_pred, y)``): called from a training loop with a
+        loss or a model output, it keeps every call's graph.
+
     Why:
         A tensor produced by a forward pass references its ``grad_fn``, and through it the
         whole graph of that iteration: the nodes, and until ``backward()`` runs, every
@@ -100,8 +146,21 @@ class GraphAccumulation(Rule):
         is worse: every addition extends a single graph that links all iterations.
 
     Known problems:
-        The linter follows values within one function. A graph that passes through a helper
-        function, or a container filled in another function, is not seen. A list that is
+        Values are followed through the functions of the same file (a helper that
+        returns the loss, ``self._step(batch)`` returning ``loss, pred``, a helper that
+        calls ``backward()`` making the calling loop a training loop); a helper in another
+        file, or a container filled in another function, is not seen. A call whose result
+        the linter cannot see into (``hvd.allreduce(val)``) is taken to pass the graph of
+        its tensor arguments through when its result is kept on an object. For methods that
+        accumulate their arguments, parameters annotated as tensors are assumed to carry a
+        graph, except target-like names (``y``, ``labels``, ``target``); private methods
+        (``_update``) are judged at their callers instead, and subclasses of
+        ``torchmetrics.Metric`` (whose ``update`` runs without autograd) are skipped. A
+        step output whose differentiated entry is replaced by a detached value
+        (``output['loss'] = output['loss'].detach()``) is taken to hold no graph any more,
+        although its other entries could. The fix
+        (``.detach()``) is offered only where the value is known to be a tensor, not a
+        tuple, dict or model output. A list that is
         summed into a loss later in the same function (``sum(losses).backward()``) is
         intentional and not flagged. Loops over tiles, chunks or prompts that collect
         outputs (and return them) are part of a computation, not a per-step loop, and are
@@ -142,9 +201,9 @@ class GraphAccumulation(Rule):
             return
         acc, loops, step_fn = found
         fn = ctx.fn
-        if is_forward_function(fn, ctx) and not any(lp.training for lp in loops):
+        training = any(_trains(lp, ctx) for lp in loops)
+        if is_forward_function(fn, ctx) and not training:
             return
-        training = any(lp.training for lp in loops)
         if not training:
             if fn.is_eval() or any(lp.eval_loader for lp in loops):
                 return  # TMM103 reports evaluation code
@@ -163,22 +222,75 @@ class GraphAccumulation(Rule):
                 }[acc.how]
         span = "each call of this training step" if step_fn and not loops else \
             f"each iteration of the {where}"
+        part = _graph_part(acc.value, ctx)
         msg = (f"'{v}' carries an autograd graph and {verb}, which outlives {span}: every "
-               f"iteration's graph stays alive; {_DETACH_FIX[acc.how].format(v=v)}")
+               f"iteration's graph stays alive; {_advice(acc.how, part, ctx)}")
         fix = None
-        if acc.how in ("append", "store", "concat") and type(acc.value) in (
-                ast.Name, ast.Attribute, ast.Subscript, ast.Call):
-            line, col, end_line, end_col = ctx.span(acc.value)
-            fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
-        elif acc.how == "add" and type(acc.value) in (ast.Name, ast.Attribute, ast.Subscript,
-                                                       ast.Call):
-            line, col, end_line, end_col = ctx.span(acc.value)
+        if type(part) in _SIMPLE and _known_tensor(part, ctx):
+            # only where the value is known to be a tensor: .detach() of a tuple, a dict
+            # or a batch object's int attribute would raise
+            line, col, end_line, end_col = ctx.span(part)
             fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
         ctx.report(self, acc.value, msg, fix)
+
+    def _check_callee(self, node: ast.Call, ctx: Context) -> None:
+        """``meter.update(loss)`` where the method keeps its argument on its object."""
+        found = callee_store(node, ctx)
+        if found is None:
+            return
+        step_fn = ctx.fn.name in STEP_FUNCTIONS
+        training = any(_trains(lp, ctx) for lp in found.loops)
+        if not training and not step_fn and not any(lp.loader for lp in found.loops):
+            return
+        if not training and (ctx.fn.is_eval() or any(lp.eval_loader for lp in found.loops)):
+            return  # TMM103 reports evaluation code
+        if not found.loops and not step_fn:
+            return
+        arg = found.arg
+        v = describe(arg)
+        where = "training loop" if training else "loop"
+        span = "each call of this training step" if step_fn and not found.loops else \
+            f"each iteration of the {where}"
+        msg = (f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
+               f"which keeps it in '{found.container}' (line {found.line}), on an object that "
+               f"outlives {span}: every iteration's graph stays alive; "
+               f"pass {v}.detach() (or {v}.item() for a scalar)"
+               if is_plain_tensor(arg, ctx) else
+               f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
+               f"which keeps it in '{found.container}' (line {found.line}), on an object that "
+               f"outlives {span}: every iteration's graph stays alive; pass detached copies "
+               f"of its tensors")
+        fix = None
+        if type(arg) in _SIMPLE and is_plain_tensor(arg, ctx):
+            _, _, end_line, end_col = ctx.span(arg)
+            fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
+        ctx.report(self, node, msg, fix)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if type(node.func) is ast.Attribute and (ctx.loops or ctx.fn.name in STEP_FUNCTIONS):
             self._check(node, ctx)
+            self._check_callee(node, ctx)
+
+    def enter_function(self, state: FunctionState, ctx: Context) -> None:
+        """A method that accumulates its tensor arguments on its object (a metric's
+        ``update(self, output: tuple[Tensor, Tensor])`` doing ``self._sum += loss``)."""
+        for value, kind, container in accumulating_method(state, ctx):
+            v = describe(value)
+            if type(value) not in _SIMPLE:
+                v = f"({v})"
+            tensor = bool(kind & TYPED) and not kind & CONTAINER
+            how = (f"keep {v}.detach()" if tensor else
+                   f"keep detached copies of the tensors in {v}")
+            msg = (f"'{describe(value)}' is computed from the tensor arguments of "
+                   f"{state.name}() and kept in '{container}', which lives as long as the "
+                   f"object: when {state.name}() is called with tensors that carry an autograd "
+                   f"graph (a loss or model output during training), every call's graph stays "
+                   f"alive; {how}")
+            fix = None
+            if tensor and type(value) in _SIMPLE:
+                _, _, end_line, end_col = ctx.span(value)
+                fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
+            ctx.report(self, value, msg, fix)
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
         if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
@@ -187,282 +299,6 @@ class GraphAccumulation(Rule):
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
             self._check(node, ctx)
-
-
-@register
-class HiddenStateCarried(Rule):
-    """A recurrent hidden state fed back into the model across iterations without ``detach()``.
-
-    What:
-        Flags ``out, hidden = rnn(x, hidden)`` (and ``(h, c)`` tuples) in a loop that runs
-        with autograd recording on, when ``rnn`` is a module (by type or by name) and
-        ``hidden`` comes from the previous iteration and is not detached (or
-        re-initialised) anywhere in the iteration, or by an enclosing loop. Outside training
-        and data loops, only inference over a stream is checked (a function without
-        ``backward()``, not a method, not a loop over ``range``): unrolling a cell over the
-        time steps of one sequence, or a model passing a cache between chunks of one input,
-        is the computation itself.
-
-    Why:
-        The new hidden state is computed from the old one, so its graph links back to the
-        previous iteration, and to the one before: memory grows with every batch, and
-        ``backward()`` either runs through all previous batches or fails with "Trying to
-        backward through the graph a second time". Truncated back-propagation through time
-        means cutting that link once per batch.
-
-    Known problems:
-        A hidden state kept in an attribute (``self.hidden``) inside ``forward()`` is not
-        followed into the training loop that calls it. Any re-binding of the hidden state
-        before the call (``hidden = repackage_hidden(hidden)``) counts as a detach.
-
-    Example:
-        ```python
-        hidden = None
-        for x, y in loader:
-            out, hidden = lstm(x, hidden)
-            loss = criterion(out, y)
-            loss.backward()
-        ```
-
-    Use instead:
-        ```python
-        hidden = None
-        for x, y in loader:
-            if hidden is not None:
-                hidden = tuple(h.detach() for h in hidden)
-            out, hidden = lstm(x, hidden)
-            loss = criterion(out, y)
-            loss.backward()
-        ```
-    """
-
-    code = "TMM102"
-    name = "hidden-state-carried"
-    summary = "recurrent hidden state fed back across iterations without detach()"
-
-    def enter_loop(self, loop: LoopState, ctx: Context) -> None:
-        bound: dict[int, set[str]] = ctx.scratch.setdefault(self.code, {})
-        keys: set[str] = set()
-        target = getattr(loop.node, "target", None)
-        if target is not None:
-            keys.update(target_keys(target))
-        bound[id(loop.node)] = keys
-
-    def _bound(self, keys: list[str], ctx: Context) -> None:
-        bound = ctx.scratch.get(self.code)
-        if bound and ctx.loops:
-            mine = bound.get(id(ctx.loops[-1].node))
-            if mine is not None:
-                mine.update(keys)
-
-    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
-        if ctx.loops:
-            self._bound(list(target_keys(node.target)), ctx)
-
-    def visit_Expr(self, node: ast.Expr, ctx: Context) -> None:
-        value = node.value
-        if ctx.loops and type(value) is ast.Call and type(value.func) is ast.Attribute \
-                and value.func.attr in ("detach_", "zero_", "fill_", "copy_"):
-            recv = value.func.value
-            while type(recv) is ast.Subscript:  # hidden[0].detach_()
-                recv = recv.value
-            key = key_of(recv)
-            if key:
-                self._bound([key], ctx)
-
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
-        if not ctx.loops:
-            return
-        targets = [k for t in node.targets for k in target_keys(t)]
-        try:
-            self._check(node, targets, ctx)
-        finally:
-            self._bound(targets, ctx)
-
-    @staticmethod
-    def _stream_loop(loop: LoopState, ctx: Context) -> bool:
-        """Outside training and data loops, only inference over a stream counts: not
-        unrolling over ``range(seq)`` inside a training step, nor a model's own methods."""
-        facts = ctx.fn.facts
-        if facts.has_backward or facts.has_step or ctx.fn.class_name is not None:
-            return False
-        it = getattr(loop.node, "iter", None)
-        while type(it) is ast.Call and getattr(it.func, "id", "") in ("enumerate", "zip") \
-                and it.args:
-            it = it.args[0]
-        if it is None or (type(it) is ast.Call and getattr(it.func, "id", "") == "range"):
-            return False
-        return True
-
-    def _check(self, node: ast.Assign, targets: list[str], ctx: Context) -> None:
-        call = node.value
-        loop = ctx.loops[-1]
-        if type(call) is not ast.Call or ctx.no_grad:
-            return
-        if is_forward_function(ctx.fn, ctx) or not ctx.flow.is_forward(call, strict=True):
-            return
-        if not (loop.training or loop.loader) and not self._stream_loop(loop, ctx):
-            return
-        bound = ctx.scratch.get(self.code, {}).get(id(loop.node), set())
-        args: list[ast.expr] = []
-        for arg in list(call.args) + [kw.value for kw in call.keywords]:
-            if type(arg) in (ast.Tuple, ast.List):
-                args.extend(arg.elts)  # type: ignore[attr-defined]
-            else:
-                args.append(arg)
-        for arg in args:
-            key = key_of(arg)
-            if key is None or key not in targets or key in bound:
-                continue
-            if key not in loop.facts.assigned:
-                continue
-            if any(k == key and v is not call for k, v in loop.facts.assigns):
-                continue  # re-bound elsewhere in the iteration (hidden = hidden.detach())
-            if any(lp.facts.resets(key) for lp in ctx.loops[:-1]):
-                continue  # re-initialised by an enclosing loop: unrolling within one step
-            if _detached_in_place(key, loop.node):
-                continue
-            callee = describe(call.func)
-            ctx.report(self, arg, (
-                f"'{key}' is passed to {callee}() and re-assigned from its output on every "
-                f"iteration without detach(): the graph links every batch to the previous one; "
-                f"detach it at the start of the iteration"))
-            return
-
-
-def _detached_in_place(key: str, loop: ast.AST) -> bool:
-    """Whether the loop body calls ``key.detach_()`` (or on one of its elements)."""
-    for sub in ast.walk(loop):
-        if type(sub) is ast.Call and type(sub.func) is ast.Attribute and sub.func.attr == "detach_":
-            recv = sub.func.value
-            while type(recv) is ast.Subscript:
-                recv = recv.value
-            if key_of(recv) == key:
-                return True
-    return False
-
-
-@register
-class EvalWithoutNoGrad(Rule):
-    """Evaluation or inference loops that run forward passes with autograd recording.
-
-    What:
-        Flags a forward pass (``model(x)``) inside a loop of evaluation code that is not
-        under ``torch.no_grad()`` / ``torch.inference_mode()``. Evaluation code is a
-        function named like ``evaluate``/``validate``/``predict``/``infer``, or one that
-        calls ``model.eval()``, or a loop over a ``val_loader``/``test_loader``, with no
-        ``backward()`` or optimizer ``step()`` in the function. When the loop keeps the
-        outputs (``preds.append(out)``), the finding points at that line.
-
-    Why:
-        ``model.eval()`` switches dropout and batch-norm behaviour; it does not stop
-        autograd. Every forward pass still records a graph and saves its activations for a
-        backward pass that never comes: the peak memory of evaluation is several times what
-        it needs, and outputs kept in a list keep every batch's graph alive.
-
-    Known problems:
-        Functions that a framework already runs under ``no_grad`` are recognised only for
-        Lightning's ``validation_step``/``test_step``/``predict_step``. A function that
-        its caller wraps in ``no_grad`` is reported (add ``@torch.no_grad()`` to it, which
-        is harmless).
-
-    Example:
-        ```python
-        def evaluate(model, val_loader):
-            model.eval()
-            preds = []
-            for x, _ in val_loader:
-                preds.append(model(x))
-            return torch.cat(preds)
-        ```
-
-    Use instead:
-        ```python
-        @torch.inference_mode()
-        def evaluate(model, val_loader):
-            model.eval()
-            preds = []
-            for x, _ in val_loader:
-                preds.append(model(x))
-            return torch.cat(preds)
-        ```
-    """
-
-    code = "TMM103"
-    name = "eval-without-no-grad"
-    summary = "evaluation loop runs forward passes outside torch.no_grad()"
-
-    def _eval_context(self, ctx: Context) -> bool:
-        fn = ctx.fn
-        if ctx.no_grad or fn.facts.has_backward or fn.facts.has_step or fn.facts.grad_calls:
-            return False
-        return fn.is_eval() or any(lp.eval_loader for lp in ctx.loops)
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.loops:
-            return
-        if type(node.func) is ast.Attribute and node.func.attr in (
-                "append", "extend", "insert", "appendleft", "add"):
-            self.accumulate(node, ctx)
-            return
-        if not self._eval_context(ctx) or not ctx.flow.is_forward(node):
-            return
-        notes = ctx.scratch.setdefault(self.code, {})
-        for lp in ctx.loops:
-            notes.setdefault(id(lp.node), [None, None])
-        entry = notes[id(ctx.loops[-1].node)]
-        if entry[0] is None:
-            entry[0] = node
-
-    def accumulate(self, node: ast.AST, ctx: Context) -> None:
-        if not self._eval_context(ctx):
-            return
-        acc = accumulation(node, ctx)
-        if acc is None or not ctx.kind(acc.value) & GRAPH:
-            return
-        loops = ctx.persistent_loops(acc.key)
-        if not loops or not _fresh(acc.value, loops):
-            return
-        notes = ctx.scratch.setdefault(self.code, {})
-        entry = notes.setdefault(id(ctx.loops[-1].node), [None, None])
-        if entry[1] is None:
-            entry[1] = (acc, node)
-
-    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
-        if ctx.loops:
-            self.accumulate(node, ctx)
-
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
-        if ctx.loops:
-            self.accumulate(node, ctx)
-
-    def leave_loop(self, loop: LoopState, ctx: Context) -> None:
-        notes = ctx.scratch.get(self.code)
-        if not notes:
-            return
-        entry = notes.pop(id(loop.node), None)
-        if entry is None or entry[0] is None and entry[1] is None:
-            return
-        forward, kept = entry
-        if ctx.loops[:-1]:  # an enclosing loop must not report the same forward pass again
-            outer = notes.setdefault(id(ctx.loops[-2].node), [None, None])
-            outer[0] = outer[0] or False
-            outer[1] = outer[1] or False
-        if forward is False or kept is False:
-            return
-        if kept:
-            acc, _ = kept
-            v = describe(acc.value)
-            ctx.report(self, acc.value, (
-                f"evaluation loop keeps '{v}' in '{acc.key}' outside torch.no_grad(): every "
-                f"batch's autograd graph and saved activations stay alive; wrap the loop in "
-                f"torch.no_grad() or torch.inference_mode()"))
-        elif forward is not None:
-            ctx.report(self, forward, (
-                f"forward pass {describe(forward.func)}() in an evaluation loop runs outside "
-                f"torch.no_grad(): autograd records a graph and saves activations that no "
-                f"backward() will use; wrap the loop in torch.no_grad() or "
-                f"torch.inference_mode()"))
 
 
 @register
@@ -528,6 +364,10 @@ class RetainGraphInLoop(Rule):
                 break
         if flag is None:
             return
+        if flag.arg == "create_graph" and not (type(func) is ast.Attribute
+                                               and func.attr == "backward"):
+            return  # grad(..., create_graph=True): a gradient penalty or a Hessian term is
+            # differentiated again through the loss it is added to, which frees the graph
         loop = ctx.loops[-1]
         calls = loop.facts.backward + loop.facts.grad_calls
         last = max(calls, key=lambda c: (c.lineno, c.col_offset)) if calls else node

@@ -32,8 +32,8 @@ def _step_loop(ctx: Context) -> LoopState | None:
     if not ctx.loops:
         return None
     loop = ctx.loops[-1]
-    if not (loop.training or loop.loader):
-        return None
+    if not (loop.facts.per_step or loop.loader):
+        return None  # (an epoch loop around the batch loop runs once per epoch)
     if not ctx.every_iteration(loop):
         return None
     return loop
@@ -91,7 +91,7 @@ class EmptyCacheInLoop(Rule):
             return
         ctx.report(self, node, (
             f"{ast.unparse(node.func)}() runs on every iteration of the "
-            f"{'training' if loop.training else 'data'} loop: it frees no tensor, only returns "
+            f"{'training' if loop.facts.per_step else 'data'} loop: it frees no tensor, only returns "
             f"cached blocks that the next iteration must allocate again; call it outside the "
             f"loop, or every N steps if another process needs the memory"))
 
@@ -144,7 +144,7 @@ class GcCollectInLoop(Rule):
             return
         ctx.report(self, node, (
             f"gc.collect() runs on every iteration of the "
-            f"{'training' if loop.training else 'data'} loop: tensors are freed by reference "
+            f"{'training' if loop.facts.per_step else 'data'} loop: tensors are freed by reference "
             f"counting, a full collection each step mostly finds nothing; call it outside the "
             f"loop or every N steps"))
 
@@ -227,7 +227,7 @@ class ModuleToDeviceInLoop(Rule):
             return  # moved back to the CPU in the same loop: deliberate offloading
         ctx.report(self, node, (
             f"'{key}.{func.attr}()' runs on every iteration of the "
-            f"{'training' if loop.training else 'data'} loop although '{key}' is the same "
+            f"{'training' if loop.facts.per_step else 'data'} loop although '{key}' is the same "
             f"module each time: move it once, before the loop"))
 
     @staticmethod
@@ -359,6 +359,6 @@ class BufferAllocInLoop(Rule):
                 return  # a handful of elements: not worth a buffer
         ctx.report(self, call, (
             f"'{name}' gets a new {last_name(qual)}() buffer of the same shape on every "
-            f"iteration of the {'training' if loop.training else 'data'} loop; allocate it "
+            f"iteration of the {'training' if loop.facts.per_step else 'data'} loop; allocate it "
             f"once before the loop and reset it in place ({name}.zero_() / .fill_())"))
 

@@ -68,6 +68,7 @@ class SyncInHotLoop(Rule):
     name = "sync-in-hot-loop"
     summary = "host-device synchronisation (.item(), .cpu()) on every training step"
     default_enabled = False
+    category = "performance"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
@@ -122,6 +123,7 @@ class DataLoaderPinMemory(Rule):
     name = "dataloader-pin-memory"
     summary = "DataLoader without pin_memory= in code that copies batches to CUDA"
     default_enabled = False
+    category = "performance"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
@@ -182,6 +184,7 @@ class NonBlockingUnpinned(Rule):
     name = "non-blocking-unpinned"
     summary = "non_blocking=True copy from unpinned memory"
     default_enabled = False
+    category = "performance"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func

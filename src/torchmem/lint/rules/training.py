@@ -59,6 +59,7 @@ class MissingZeroGrad(Rule):
     """
 
     code = "TMM501"
+    category = "correctness"
     name = "missing-zero-grad"
     summary = "training loop with backward() and step() but no zero_grad()"
 

@@ -1,0 +1,133 @@
+"""The grad mode of a function's callers: functions of a file that only ever run under
+``torch.no_grad()`` (no torch).
+
+``validate(loader, net)`` is written without ``no_grad``, but ``main()`` calls it inside
+``with torch.no_grad():``. Judging ``validate`` on its own reports its forward passes as
+recording a graph; its callers say otherwise. :func:`no_grad_functions` finds the
+functions and methods of one file whose every call in that file is made with autograd
+recording off (inside a ``no_grad``/``inference_mode`` block, or from a function that is
+itself decorated so or only called so), so the engine walks them as ``no_grad`` functions.
+
+Calls resolved: ``name(...)`` to a top-level function, ``self.name(...)`` to every method of
+that name in the classes of the file (a base class may call a subclass's override). A
+function that is never called in the file, or whose name is also used
+as a value (a callback, ``map(fn, ...)``, ``step(closure)``), keeps its own grad mode: its
+callers are unknown.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+from torchmem.lint.facts import key_of
+from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
+
+__all__ = ["no_grad_functions", "mentions_no_grad"]
+
+_FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+#: (None, name) for a top-level function; ("self", name) for the methods of that name of
+#: every class of the file (a call ``self.name()`` may reach a subclass's override)
+_Key = tuple[str | None, str]
+
+
+def mentions_no_grad(source: str | bytes) -> bool:
+    """Whether a file's text can hold a ``no_grad`` block or decorator at all (the
+    analysis below is skipped for the many files that cannot)."""
+    if isinstance(source, bytes):
+        return b"no_grad" in source or b"inference_mode" in source
+    return "no_grad" in source or "inference_mode" in source
+
+
+def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
+                      ) -> frozenset[int]:
+    """``id()`` of every function/method node of ``tree`` whose calls in the file all run
+    with autograd recording off (call it only when :func:`mentions_no_grad`)."""
+    defs: dict[_Key, list[ast.AST]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNC_TYPES):
+            defs.setdefault((None, stmt.name), []).append(stmt)
+        elif isinstance(stmt, ast.ClassDef):
+            for sub in stmt.body:
+                if isinstance(sub, _FUNC_TYPES):
+                    defs.setdefault(("self", sub.name), []).append(sub)
+    if not defs:
+        return frozenset()
+
+    def is_no_grad(expr: ast.expr) -> bool:
+        func = expr.func if type(expr) is ast.Call else expr
+        return qualname(func) in NO_GRAD_CONTEXTS
+
+    # calls[key] = list of (caller key, under a no_grad block)
+    calls: dict[_Key, list[tuple[_Key | None, bool]]] = {}
+    escaped: set[_Key] = set()
+    decorated: set[_Key] = set()
+
+    def visit(node: ast.AST, caller: _Key | None, cls: str | None, no_grad: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            t = type(child)
+            if t in _FUNC_TYPES:
+                key = ("self" if cls else None, child.name)  # type: ignore[attr-defined]
+                inner = key if any(d is child for d in defs.get(key, ())) else caller
+                if inner is key and any(is_no_grad_decorator(qualname(
+                        d.func if type(d) is ast.Call else d) or key_of(
+                        d.func if type(d) is ast.Call else d))
+                        for d in child.decorator_list):  # type: ignore[attr-defined]
+                    decorated.add(key)
+                visit(child, inner, cls, False if inner is key else no_grad)
+            elif t is ast.ClassDef:
+                visit(child, caller, child.name, no_grad)  # type: ignore[attr-defined]
+            elif t is ast.With or t is ast.AsyncWith:
+                on = no_grad or any(is_no_grad(i.context_expr) for i in child.items)  # type: ignore[attr-defined]
+                for item in child.items:  # type: ignore[attr-defined]
+                    visit(item, caller, cls, no_grad)
+                for stmt in child.body:  # type: ignore[attr-defined]
+                    visit_one(stmt, caller, cls, on)
+            else:
+                visit_one(child, caller, cls, no_grad)
+
+    def visit_one(node: ast.AST, caller: _Key | None, cls: str | None, no_grad: bool) -> None:
+        t = type(node)
+        if t is ast.Call:
+            func = node.func  # type: ignore[attr-defined]
+            key = _callee_key(func, cls)
+            if key is not None and key in defs:
+                calls.setdefault(key, []).append((caller, no_grad))
+                for arg in node.args:  # type: ignore[attr-defined]
+                    visit_one(arg, caller, cls, no_grad)
+                for kw in node.keywords:  # type: ignore[attr-defined]
+                    visit_one(kw.value, caller, cls, no_grad)
+                if type(func) is ast.Attribute:
+                    visit_one(func.value, caller, cls, no_grad)
+                return
+        elif t is ast.Name or t is ast.Attribute:
+            key = _callee_key(node, cls)  # type: ignore[arg-type]
+            if key is not None and key in defs:
+                escaped.add(key)  # used as a value: called from places we cannot see
+        if t in _FUNC_TYPES or t is ast.ClassDef or t is ast.With or t is ast.AsyncWith:
+            wrapper = ast.Module(body=[node], type_ignores=[])  # type: ignore[list-item]
+            visit(wrapper, caller, cls, no_grad)
+            return
+        visit(node, caller, cls, no_grad)
+
+    visit(tree, None, None, False)
+    quiet: set[_Key] = set(decorated)
+    changed = True
+    while changed:
+        changed = False
+        for key, sites in calls.items():
+            if key in quiet or key in escaped or not sites:
+                continue
+            if all(ng or (c is not None and c in quiet) for c, ng in sites):
+                quiet.add(key)
+                changed = True
+    return frozenset(id(d) for k in quiet if k not in decorated for d in defs[k])
+
+
+def _callee_key(func: ast.expr, cls: str | None) -> _Key | None:
+    if type(func) is ast.Name:
+        return (None, func.id)  # type: ignore[attr-defined]
+    if type(func) is ast.Attribute and type(func.value) is ast.Name and \
+            func.value.id == "self" and cls is not None:  # type: ignore[attr-defined]
+        return ("self", func.attr)  # type: ignore[attr-defined]
+    return None

@@ -1,0 +1,222 @@
+"""TMM103: evaluation and inference code that runs forward passes with autograd recording.
+
+Part of the TMM1xx family (autograd graphs kept alive): evaluation code is found by the
+function as a whole (named like ``evaluate``, calling ``model.eval()`` and never
+``backward()``, looping over an eval loader), by the code after ``model.eval()`` in a
+function that also trains, and through the functions of the same file it calls.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from torchmem.lint.dataflow import GRAPH, VALUE
+from torchmem.lint.knowledge import EVAL_FUNCTION
+from torchmem.lint.registry import Rule, register
+from torchmem.lint.rules._common import accumulation, describe
+from torchmem.lint.rules._common import fresh as _fresh
+from torchmem.lint.rules._common import trains as _trains
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.engine import Context, LoopState
+
+__all__ = ["EvalWithoutNoGrad"]
+
+#: scratch key: function id -> loop depth at its ``model.eval()``
+_EVAL_MODE = "TMM103.eval_mode"
+
+
+@register
+class EvalWithoutNoGrad(Rule):
+    """Evaluation or inference loops that run forward passes with autograd recording.
+
+    What:
+        Flags a forward pass (``model(x)``) inside a loop of evaluation code that is not
+        under ``torch.no_grad()`` / ``torch.inference_mode()``. Evaluation code is a
+        function named like ``evaluate``/``validate``/``predict``/``infer``, or one that
+        calls ``model.eval()``, or a loop over a ``val_loader``/``test_loader``, with no
+        ``backward()`` or optimizer ``step()`` in the function. In a function that also
+        trains, the loops after ``model.eval()`` (and before ``model.train()``) that do not
+        train are evaluation code too. A call to a function of the same file that runs a
+        forward pass and no ``backward()`` counts as a forward pass
+        (``self._eval_step(batch)`` in the loop, ``run_epoch(valid_data, model)`` after
+        ``model.eval()``). When the loop keeps the outputs (``preds.append(out)``), the
+        finding points at that line.
+
+    Why:
+        ``model.eval()`` switches dropout and batch-norm behaviour; it does not stop
+        autograd. Every forward pass still records a graph and saves its activations for a
+        backward pass that never comes: the peak memory of evaluation is several times what
+        it needs, and outputs kept in a list keep every batch's graph alive.
+
+    Known problems:
+        Functions that a framework already runs under ``no_grad`` are recognised only for
+        Lightning's ``validation_step``/``test_step``/``predict_step``. A function whose
+        every call in the same file is made under ``no_grad`` (or from a function that
+        is) is taken to run under ``no_grad``; one called from other files, or passed as
+        a callback, is judged on its own (add ``@torch.no_grad()`` to it, which is
+        harmless). Decorators named like ``no_grad``/``inference_mode`` (a project's
+        ``@smart_inference_mode()``) count as ``no_grad``.
+
+    Example:
+        ```python
+        def evaluate(model, val_loader):
+            model.eval()
+            preds = []
+            for x, _ in val_loader:
+                preds.append(model(x))
+            return torch.cat(preds)
+        ```
+
+    Use instead:
+        ```python
+        @torch.inference_mode()
+        def evaluate(model, val_loader):
+            model.eval()
+            preds = []
+            for x, _ in val_loader:
+                preds.append(model(x))
+            return torch.cat(preds)
+        ```
+    """
+
+    code = "TMM103"
+    name = "eval-without-no-grad"
+    summary = "evaluation loop runs forward passes outside torch.no_grad()"
+
+    def _eval_context(self, ctx: Context) -> bool:
+        """Evaluation code judged by the function as a whole: named like ``evaluate``, or
+        calling ``model.eval()`` and never ``backward()``, or a loop over an eval loader."""
+        fn = ctx.fn
+        if ctx.no_grad or fn.facts.has_backward or fn.facts.has_step or fn.facts.grad_calls:
+            return False
+        if not (fn.is_eval() or any(lp.eval_loader for lp in ctx.loops)):
+            return False
+        # a loop that trains through a helper (train_one_batch(...)) is not evaluation
+        return not any(_trains(lp, ctx) for lp in ctx.loops)
+
+    def _eval_mode(self, ctx: Context) -> bool:
+        """After ``model.eval()`` in this function, in code that does not train since (a
+        validation pass after the training loop of the same epoch)."""
+        fn = ctx.fn
+        depth = ctx.scratch.get(_EVAL_MODE, {}).get(id(fn.node))
+        if ctx.no_grad or depth is None or len(ctx.loops) < depth or fn.facts.grad_calls:
+            return False
+        return not any(_trains(lp, ctx) for lp in ctx.loops[depth:])
+
+    def _mode(self, node: ast.Call, ctx: Context) -> None:
+        """Follow ``model.eval()`` / ``model.train()`` in the function's execution order."""
+        func = node.func
+        if type(func) is not ast.Attribute or func.attr not in ("eval", "train") or \
+                node.keywords or len(node.args) > 1 or ctx.kind(func.value) & VALUE:
+            return
+        arg = node.args[0] if node.args else None
+        off = func.attr == "eval" and arg is None or func.attr == "train" and \
+            isinstance(arg, ast.Constant) and arg.value is False
+        modes = ctx.scratch.setdefault(_EVAL_MODE, {})
+        if off and ctx.cond_depth == (ctx.loops[-1].cond_depth if ctx.loops else 0):
+            modes.setdefault(id(ctx.fn.node), len(ctx.loops))
+        elif func.attr == "train":
+            modes.pop(id(ctx.fn.node), None)
+
+    def _callee_forwards(self, node: ast.Call, ctx: Context) -> bool:
+        """Whether ``node`` calls a function of this file that runs a forward pass and
+        no ``backward()`` (``self._eval_step(batch)``, ``run_epoch(valid_data, model)``)."""
+        summaries = ctx.summaries
+        if summaries is None:
+            return False
+        callee = summaries.resolve(node.func, ctx.flow)
+        if callee is None or summaries._runs_backward(callee.node):
+            return False
+        summary = summaries.summarize(node, ctx.flow)
+        return summary is not None and summary.forwards
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        self._mode(node, ctx)
+        if ctx.loops and type(node.func) is ast.Attribute and node.func.attr in (
+                "append", "extend", "insert", "appendleft", "add"):
+            self.accumulate(node, ctx)
+            return
+        if ctx.no_grad:
+            return
+        how = None
+        if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) or \
+                ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):
+            how = f"forward pass {describe(node.func)}()"
+        elif (self._eval_mode(ctx) or ctx.loops and self._eval_named(ctx)) and \
+                self._callee_forwards(node, ctx):
+            how = f"{describe(node.func)}(), which runs forward passes,"
+            if not ctx.loops:
+                ctx.report(self, node, (
+                    f"{how} is called after .eval() outside torch.no_grad(): autograd records "
+                    f"a graph and saves activations that no backward() will use; call it "
+                    f"under torch.no_grad() or torch.inference_mode()"))
+                return
+        if how is None:
+            return
+        notes = ctx.scratch.setdefault(self.code, {})
+        for lp in ctx.loops:
+            notes.setdefault(id(lp.node), [None, None])
+        entry = notes[id(ctx.loops[-1].node)]
+        if entry[0] is None:
+            entry[0] = (node, how)
+
+    def _eval_named(self, ctx: Context) -> bool:
+        fn = ctx.fn
+        return not (ctx.no_grad or fn.facts.has_backward or fn.facts.has_step) and (
+            bool(EVAL_FUNCTION.match(fn.name)) or any(lp.eval_loader for lp in ctx.loops))
+
+    def accumulate(self, node: ast.AST, ctx: Context) -> None:
+        if not self._eval_context(ctx):
+            return
+        acc = accumulation(node, ctx)
+        if acc is None or not ctx.kind(acc.value) & GRAPH:
+            return
+        loops = ctx.persistent_loops(acc.key)
+        if not loops or not _fresh(acc.value, loops):
+            return
+        notes = ctx.scratch.setdefault(self.code, {})
+        entry = notes.setdefault(id(ctx.loops[-1].node), [None, None])
+        if entry[1] is None:
+            entry[1] = (acc, node)
+
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
+        if ctx.loops:
+            self.accumulate(node, ctx)
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        if ctx.loops:
+            self.accumulate(node, ctx)
+
+    def leave_loop(self, loop: LoopState, ctx: Context) -> None:
+        modes = ctx.scratch.get(_EVAL_MODE)
+        if modes and modes.get(id(ctx.fn.node), -1) >= len(ctx.loops):
+            del modes[id(ctx.fn.node)]  # model.eval() inside this loop: its scope ends here
+        notes = ctx.scratch.get(self.code)
+        if not notes:
+            return
+        entry = notes.pop(id(loop.node), None)
+        if entry is None or entry[0] is None and entry[1] is None:
+            return
+        forward, kept = entry
+        if ctx.loops[:-1]:  # an enclosing loop must not report the same forward pass again
+            outer = notes.setdefault(id(ctx.loops[-2].node), [None, None])
+            outer[0] = outer[0] or False
+            outer[1] = outer[1] or False
+        if forward is False or kept is False:
+            return
+        if kept:
+            acc, _ = kept
+            v = describe(acc.value)
+            ctx.report(self, acc.value, (
+                f"evaluation loop keeps '{v}' in '{acc.key}' outside torch.no_grad(): every "
+                f"batch's autograd graph and saved activations stay alive; wrap the loop in "
+                f"torch.no_grad() or torch.inference_mode()"))
+        elif forward is not None:
+            call, how = forward
+            ctx.report(self, call, (
+                f"{how} in an evaluation loop runs outside "
+                f"torch.no_grad(): autograd records a graph and saves activations that no "
+                f"backward() will use; wrap the loop in torch.no_grad() or "
+                f"torch.inference_mode()"))

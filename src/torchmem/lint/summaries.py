@@ -1,0 +1,405 @@
+"""Function summaries: what a call to a function of the same file does with its arguments.
+
+The data flow of one function (:mod:`torchmem.lint.dataflow`) knows nothing of what a helper
+returns. :class:`Summaries` indexes the functions and classes of the linted file and, when
+the flow meets a call it can resolve, walks the callee once for the kinds of the arguments at
+that call (and the call site's grad mode), memoised per ``(callee, argument kinds)``:
+
+- ``returns``: the kind of what the callee returns (a loss computed by ``self.step(batch)``,
+  ``return loss * n``, ``return loss, logging_output``);
+- ``stores``: the ``self.*`` containers the callee adds a graph-carrying value to
+  (``self.sum += val``, ``self.outputs.append(log)``), with the line that does it.
+
+Calls it resolves: ``self.method(...)`` inside a class (to that class's method),
+``helper(...)`` (to a top-level function of the file), ``obj.method(...)`` where ``obj``
+was assigned an instance of a class of the file in the same function
+(``meter = Metric(); ... meter.update(loss)``), and top-level functions imported from
+other files of the tree (:mod:`torchmem.lint.imported`; walked in their own file's
+context). Nested calls are summarised in turn, up to :data:`MAX_DEPTH` levels; recursion
+stops at a function already being summarised.
+
+Known limitations:
+    Classes of other files, methods reached through attributes set elsewhere
+    (``self.metric.update(x)`` where ``self.metric = Metric()`` in ``__init__``), bound-method
+    aliases, callbacks and hooks are not resolved: such calls keep the "unknown" kind.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Callable, NamedTuple
+
+from torchmem.lint.facts import key_of
+from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.context import Context
+    from torchmem.lint.dataflow import Flow
+    from torchmem.lint.imported import ImportedModule
+    from torchmem.lint.walker import Walker
+
+__all__ = ["Summary", "Summaries", "MAX_DEPTH"]
+
+#: import roots never looked up as files of the tree (the libraries the kinds know)
+_NOT_LOCAL = frozenset({"torch", "torchvision", "torchaudio", "numpy", "math", "os", "sys",
+                        "typing", "collections", "functools", "itertools", "logging",
+                        "transformers", "lightning", "pytorch_lightning"})
+#: how deep summaries of summaries go (helper -> helper -> helper)
+MAX_DEPTH = 3
+_FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_ADD_METHODS = frozenset({"append", "extend", "appendleft", "add", "insert"})
+#: calls that turn a tensor into a plain Python value (or a NumPy array): no graph
+_NUMBER_CALLS = frozenset({"float", "int", "bool", "len", "str", "repr", "item", "tolist",
+                           "numpy", "detach", "id", "hash", "round", "format", "isinstance"})
+
+
+class Summary(NamedTuple):
+    """What one call does.
+
+    Attributes:
+        returns: kind of the returned value (0 when unknown or nothing).
+        stores: ``(container key, line)`` of each ``self.*`` container the callee adds a
+            graph-carrying value to.
+        name: the callee's qualified name for messages (``Metric.update``).
+        elements: the kinds of the elements when every ``return`` is a tuple literal of
+            the same length (``return loss, out.argmax(1)``), else ``None``.
+        kept: the stored expression of each entry of ``stores`` and its kind, in order.
+        forwards: the callee runs a module's forward pass with autograd recording on
+            (directly or through a function it calls).
+    """
+
+    returns: int
+    stores: tuple[tuple[str, int], ...]
+    name: str
+    elements: tuple[int, ...] | None = None
+    kept: tuple[tuple[ast.expr, int], ...] = ()
+    forwards: bool = False
+
+
+class _Callee(NamedTuple):
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    cls: ast.ClassDef | None
+    bound: bool  # called as a method: the first parameter is self
+    module: ImportedModule | None = None  # the other file it is defined in, if any
+
+
+class Summaries:
+    """The functions and classes of one file, and the summaries of calls to them."""
+
+    def __init__(self, tree: ast.Module, path: str = "") -> None:
+        self.path = path
+        #: resolve imported functions (off for the summaries of an imported file itself,
+        #: so that reading one helper never cascades through the whole tree)
+        self.follow_imports = True
+        self._imported: dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef,
+                                        ImportedModule] | None] = {}
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        for stmt in tree.body:
+            if isinstance(stmt, _FUNC_TYPES):
+                self.functions[stmt.name] = stmt
+            elif isinstance(stmt, ast.ClassDef):
+                self.classes[stmt.name] = stmt
+        self._memo: dict[tuple[int, tuple[tuple[str, int], ...], bool], Summary | None] = {}
+        self._active: list[int] = []
+        self._class_attrs: dict[int, dict[str, int]] = {}
+        self._trains: dict[int, bool] = {}
+        self._backward: dict[int, bool] = {}
+        self.walker: Walker | None = None
+
+    # -- resolution ---------------------------------------------------------------
+    def _method(self, cls: ast.ClassDef, name: str
+                ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for stmt in cls.body:
+            if isinstance(stmt, _FUNC_TYPES) and stmt.name == name:
+                if any(key_of(d) in ("staticmethod", "property") for d in stmt.decorator_list):
+                    return None
+                return stmt
+        for base in cls.bases:  # a base class of the same file
+            parent = self.classes.get(key_of(base) or "")
+            if parent is not None and parent is not cls:
+                found = self._method(parent, name)
+                if found is not None:
+                    return found
+        return None
+
+    def imported(self, qualified: str | None
+                 ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ImportedModule] | None:
+        """The function of another file of the tree that an imported name refers to
+        (:func:`torchmem.lint.imported.find_function`), memoised per name."""
+        if not qualified or not self.path or qualified.partition(".")[0] in _NOT_LOCAL:
+            return None
+        if qualified not in self._imported:
+            from torchmem.lint.imported import find_function
+
+            self._imported[qualified] = find_function(self.path, qualified)
+        return self._imported[qualified]
+
+    def resolve(self, func: ast.expr, flow: Flow) -> _Callee | None:
+        """The function that ``func(...)`` calls, if it can be told: of this file, or a
+        top-level function imported from another file of the tree."""
+        t = type(func)
+        if t is ast.Name:
+            node = self.functions.get(func.id)  # type: ignore[attr-defined]
+            if node is not None:
+                return _Callee(node, None, False)
+            if not self.follow_imports or not _step_loop(flow):
+                return None  # other files are read only for calls in per-step loops
+            found = self.imported(flow.ctx.imports.get(func.id))  # type: ignore[attr-defined]
+            return _Callee(found[0], None, False, found[1]) if found else None
+        if t is not ast.Attribute or type(func.value) is not ast.Name:  # type: ignore[attr-defined]
+            return None
+        owner = func.value.id  # type: ignore[attr-defined]
+        attr = func.attr  # type: ignore[attr-defined]
+        if owner in flow.ctx.imports and owner not in flow.env:  # import utils; utils.f()
+            if not self.follow_imports or not _step_loop(flow):
+                return None
+            found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
+            return _Callee(found[0], None, False, found[1]) if found else None
+        cls_name = flow.ctx.fn.class_name if owner == "self" else flow.instances.get(owner)
+        cls = self.classes.get(cls_name) if cls_name else None
+        if cls is None:
+            return None
+        method = self._method(cls, attr)
+        return _Callee(method, cls, True) if method is not None else None
+
+    def trains(self, loop: ast.AST, class_name: str | None) -> bool:
+        """Whether the body of ``loop`` calls a function of this file that runs
+        ``backward()`` or an optimizer step (``self._backward(loss)``, ``train_step(b)``):
+        then the loop is a training loop although its own body has no backward."""
+        memo = self._trains
+        if id(loop) in memo:
+            return memo[id(loop)]
+        memo[id(loop)] = False
+        found = False
+        for node in ast.walk(loop):
+            if type(node) is not ast.Call:
+                continue
+            func = node.func
+            target = None
+            if type(func) is ast.Name:
+                target = self.functions.get(func.id)
+                if target is None and self.walker is not None:
+                    other = self.imported(self.walker.ctx.imports.get(func.id))
+                    target = other[0] if other else None
+            elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
+                    func.value.id == "self" and class_name in self.classes:
+                target = self._method(self.classes[class_name], func.attr)  # type: ignore[index]
+            if target is not None and self._runs_backward(target):
+                found = True
+                break
+        memo[id(loop)] = found
+        return found
+
+    def _runs_backward(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        from torchmem.lint.gather import gather
+
+        cached = self._backward.get(id(node))
+        if cached is None:
+            facts = gather(node.body, lambda n: None)
+            cached = facts.has_backward or facts.has_step
+            self._backward[id(node)] = cached
+        return cached
+
+    # -- summarising --------------------------------------------------------------
+    def summarize(self, call: ast.Call, flow: Flow) -> Summary | None:
+        """The summary of ``call`` for the kinds of its arguments at this point."""
+        callee = self.resolve(call.func, flow)
+        if callee is None or self.walker is None:
+            return None
+        ctx = flow.ctx
+        kinds = _argument_kinds(callee, call, flow)
+        key = (id(callee.node), tuple(sorted(kinds.items())), bool(ctx.no_grad))
+        memo = self._memo if callee.module is None else callee.module.summaries._memo
+        if key in memo:  # a function of another file: summarised once for every importer
+            return memo[key]
+        if id(callee.node) in self._active or len(self._active) >= MAX_DEPTH:
+            return None
+        self._active.append(id(callee.node))
+        module = callee.module
+        try:
+            if module is None:
+                summary = self._walk(callee, kinds, ctx)
+            else:  # walked in its own file's context (its imports), in the caller's mode
+                saved = module.ctx.no_grad
+                module.ctx.no_grad = int(bool(ctx.no_grad))
+                try:
+                    summary = module.summaries._walk(callee, kinds, module.ctx)
+                finally:
+                    module.ctx.no_grad = saved
+        finally:
+            self._active.pop()
+        memo[key] = summary
+        return summary
+
+    def _walk(self, callee: _Callee, kinds: dict[str, int], ctx: Context) -> Summary:
+        from torchmem.lint.classes import class_attrs
+        from torchmem.lint.walker import Walker
+
+        node = callee.node
+        returns: list[int] = []
+        tuples: list[list[int] | None] = []
+        stores: list[tuple[str, int]] = []
+        kept: list[tuple[ast.expr, int]] = []
+        forwards: list[ast.Call] = []
+
+        def on_return(stmt: ast.Return, c: Context) -> None:
+            if c.fn.node is node and stmt.value is not None:
+                returns.append(c.kind(stmt.value))
+                value = stmt.value
+                tuples.append([_merge([c.kind(e)]) for e in value.elts]
+                              if type(value) is ast.Tuple else None)  # type: ignore[attr-defined]
+
+        def on_augassign(stmt: ast.AugAssign, c: Context) -> None:
+            key = key_of(stmt.target) or ""
+            if type(stmt.op) is ast.Add and key.startswith("self.") and \
+                    keeps_graph(stmt.value, c):
+                stores.append((key, stmt.lineno))
+                kept.append((stmt.value, c.kind(stmt.value)))
+
+        def on_assign(stmt: ast.Assign, c: Context) -> None:
+            for target in stmt.targets:
+                if type(target) is ast.Subscript and not isinstance(target.slice, ast.Constant):
+                    key = key_of(target.value) or ""
+                    if key.startswith("self.") and keeps_graph(stmt.value, c):
+                        stores.append((key, stmt.lineno))
+                        kept.append((stmt.value, c.kind(stmt.value)))
+
+        def on_call(expr: ast.Call, c: Context) -> None:
+            func = expr.func
+            if not c.no_grad and not forwards and c.fn.node is node:
+                if c.fn.flow.is_forward(expr, strict=True):
+                    forwards.append(expr)
+                elif len(self._active) < 2:  # one level of helpers: the cost stays bounded
+                    inner = self.summarize(expr, c.fn.flow)
+                    if inner is not None and inner.forwards:
+                        forwards.append(expr)
+            if type(func) is ast.Attribute and func.attr in _ADD_METHODS and expr.args:
+                key = key_of(func.value) or ""
+                if key.startswith("self.") and keeps_graph(expr.args[-1], c):
+                    stores.append((key, expr.lineno))
+                    kept.append((expr.args[-1], c.kind(expr.args[-1])))
+
+        handlers: dict[type, list[Callable[..., None]]] = {
+            ast.Return: [on_return], ast.AugAssign: [on_augassign], ast.Assign: [on_assign],
+            ast.Call: [on_call]}
+        walker = Walker(ctx, handlers, {h: [] for h in ("enter_loop", "leave_loop",
+                                                         "enter_function", "leave_function")})
+        saved = (ctx.class_attrs, ctx.in_module_class, ctx.cond_depth)
+        if callee.cls is not None:
+            attrs = self._class_attrs.get(id(callee.cls))
+            if attrs is None:
+                attrs = class_attrs(ctx, callee.cls)
+                self._class_attrs[id(callee.cls)] = attrs
+            ctx.class_attrs = attrs
+            ctx.in_module_class = callee.cls.name in ctx.module_classes
+        no_grad = ctx.no_grad
+        try:
+            walker.function(node, node.body, node.name, node.args, node.decorator_list,
+                            class_name=callee.cls.name if callee.cls else None,
+                            arg_kinds=kinds, force_no_grad=bool(no_grad))
+        finally:
+            ctx.class_attrs, ctx.in_module_class, ctx.cond_depth = saved
+        elements = None
+        if tuples and all(t is not None and len(t) == len(tuples[0]) for t in tuples):  # type: ignore[arg-type]
+            elements = tuple(_merge([t[i] for t in tuples])  # type: ignore[index]
+                             for i in range(len(tuples[0])))  # type: ignore[arg-type]
+        name = f"{callee.cls.name}.{node.name}" if callee.cls else node.name
+        return Summary(_merge(returns), tuple(stores), name, elements, tuple(kept),
+                       bool(forwards))
+
+    def if_given_graphs(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef,
+                        ctx: Context) -> Summary | None:
+        """The summary of method ``node`` of ``cls`` when every parameter annotated as a
+        tensor (``x: torch.Tensor``, ``output: tuple[Tensor, Tensor]``) carries an autograd
+        graph, as it does when a training loop passes a loss or a model output; ``None``
+        when no parameter is annotated so."""
+        kinds: dict[str, int] = {}
+        args = node.args
+        for a in (args.posonlyargs + args.args + args.kwonlyargs)[1:]:
+            text = ast.unparse(a.annotation) if a.annotation is not None else ""
+            if "Tensor" not in text:
+                continue
+            whole = text.rpartition("[")[0] if "[" in text else ""
+            if any(w in whole for w in ("tuple", "Tuple", "Sequence", "list", "List")):
+                kinds[a.arg] = GRAPH | CONTAINER
+            elif not whole or "Optional" in whole:
+                kinds[a.arg] = GRAPH | TYPED
+        if not kinds or id(node) in self._active:
+            return None
+        self._active.append(id(node))
+        try:
+            return self._walk(_Callee(node, cls, True), kinds, ctx)
+        finally:
+            self._active.pop()
+
+
+def _step_loop(flow: Flow) -> bool:
+    """Whether the current point is in a loop over a data loader or a loop that calls
+    ``backward()``/``step()`` itself: where an imported helper's summary matters."""
+    return any(lp.loader or lp.training for lp in flow.ctx.loops)
+
+
+def keeps_graph(value: ast.expr, c: Context) -> bool:
+    """Whether storing ``value`` keeps an autograd graph: it carries one, or it is the
+    result of a call the linter cannot see into (``hvd.allreduce(val.cpu())``,
+    ``all_gather(x)``) made on a graph-carrying tensor: such a call is taken to pass the
+    graph through, unless its name says it returns a plain number (``float``, ``len``,
+    ``.item()``, ``.tolist()``, ``.numpy()``: their kinds are known and not graph-carrying).
+    """
+    kind = c.kind(value)
+    if kind & GRAPH:
+        return True
+    if kind or type(value) is not ast.Call:
+        return False
+    func = value.func  # type: ignore[attr-defined]
+    name = func.attr if type(func) is ast.Attribute else (
+        func.id if type(func) is ast.Name else "")
+    qual = c.qualname(func) or ""
+    if name in _NUMBER_CALLS or qual == "torch" or qual.startswith("torch."):
+        return False  # a plain number, or a torch call whose kind is known
+    args = list(value.args) + [kw.value for kw in value.keywords]  # type: ignore[attr-defined]
+    return any(keeps_graph(a, c) for a in args)
+
+
+def _merge(returns: list[int]) -> int:
+    """The kind of a call whose ``return`` statements have these kinds: graph-carrying when
+    some path returns a graph (what that path returns), a tensor when all return one."""
+    kind = 0
+    if not returns:
+        return 0
+    graph = [k for k in returns if k & GRAPH]
+    if graph:
+        kind = GRAPH
+        for k in graph:
+            kind |= k & (VALUE & ~TYPED)
+        if all(k & TYPED and not k & CONTAINER for k in graph):
+            kind |= TYPED
+    elif all(k & TENSOR for k in returns):
+        kind = TENSOR | (TYPED if all(k & TYPED for k in returns) else 0)
+    if all(k & TYPE for k in returns):
+        for k in returns:
+            kind |= k & TYPE
+    return kind
+
+
+def _argument_kinds(callee: _Callee, call: ast.Call, flow: Flow) -> dict[str, int]:
+    """Kinds of the callee's parameters at this call (positional and keyword arguments)."""
+    args = callee.node.args
+    params = [a.arg for a in args.posonlyargs + args.args]
+    if callee.bound and params:
+        params = params[1:]
+    out: dict[str, int] = {}
+    for name, value in zip(params, call.args):
+        if type(value) is ast.Starred:
+            break
+        kind = flow.kind(value)
+        if kind:
+            out[name] = kind
+    names = set(params) | {a.arg for a in args.kwonlyargs}
+    for kw in call.keywords:
+        if kw.arg in names:
+            kind = flow.kind(kw.value)
+            if kind:
+                out[kw.arg] = kind  # type: ignore[index]
+    return out

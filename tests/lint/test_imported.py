@@ -1,0 +1,122 @@
+"""Functions imported from other files of the linted tree are summarised like local ones."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from torchmem.lint.config import LintConfig
+from torchmem.lint.files import lint_paths
+
+STEPS = '''\
+import torch
+
+
+def train_one_batch(model, batch, optimizer, criterion):
+    x, y = batch
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def train_one_batch_item(model, batch, optimizer, criterion):
+    x, y = batch
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def eval_step(model, batch):
+    x, _ = batch
+    return model(x).argmax(1)
+'''
+
+TRAIN = '''\
+import torch
+
+from .steps import eval_step, train_one_batch, train_one_batch_item
+
+
+def fit(model, loader, val_loader, optimizer, criterion):
+    total = 0.0
+    for batch in loader:
+        total += train_one_batch(model, batch, optimizer, criterion)
+    model.eval()
+    for batch in val_loader:
+        eval_step(model, batch)
+    return total
+
+
+def fit_clean(model, loader, val_loader, optimizer, criterion):
+    total = 0.0
+    for batch in loader:
+        total += train_one_batch_item(model, batch, optimizer, criterion)
+    model.eval()
+    with torch.no_grad():
+        for batch in val_loader:
+            eval_step(model, batch)
+    return total
+'''
+
+SCRIPT = '''\
+import steps
+
+
+def fit(model, loader, optimizer, criterion):
+    history = []
+    for batch in loader:
+        history.append(steps.train_one_batch(model, batch, optimizer, criterion))
+    return history
+'''
+
+
+def make_package(root: Path) -> Path:
+    pkg = root / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "steps.py").write_text(STEPS)
+    (pkg / "train.py").write_text(TRAIN)
+    return pkg
+
+
+def found(paths: list[Path]) -> list[tuple[str, int, str]]:
+    result = lint_paths([str(p) for p in paths], config=LintConfig(), jobs=1)
+    assert not result.errors
+    return [(Path(v.path).name, v.line, v.code) for v in result.violations]
+
+
+def test_relative_import_helper_returning_the_loss_and_running_the_forward(tmp_path):
+    pkg = make_package(tmp_path)
+    # linting the one file reads the file it imports from
+    assert found([pkg / "train.py"]) == [("train.py", 9, "TMM101"), ("train.py", 12, "TMM103")]
+
+
+def test_module_import_in_a_script_directory(tmp_path):
+    (tmp_path / "steps.py").write_text(STEPS)
+    (tmp_path / "train.py").write_text(SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchmem", "lint", "--isolated", "train.py"], cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "train.py:7:24: TMM101 " in proc.stdout
+    assert "train_one_batch" in proc.stdout
+
+
+def test_a_changed_helper_is_read_again(tmp_path):
+    pkg = make_package(tmp_path)
+    assert ("train.py", 9, "TMM101") in found([pkg / "train.py"])
+    fixed = STEPS.replace("    optimizer.step()\n    return loss\n",
+                          "    optimizer.step()\n    return loss.detach()\n", 1)
+    assert fixed != STEPS
+    (pkg / "steps.py").write_text(fixed)
+    assert ("train.py", 9, "TMM101") not in found([pkg / "train.py"])
+
+
+def test_unresolvable_imports_stay_unknown(tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN.replace("from .steps", "from missing_pkg.steps"))
+    assert found([tmp_path / "train.py"]) == []
