@@ -200,3 +200,34 @@ def test_loop_steps_inside_a_function_keep_its_variables(tmp_path: Path):
     data, done = _doctor(tmp_path, LOOP_IN_FUNCTION)
     assert done.stdout == "(190, 20)\n"
     assert data["step_source"] == "loop"
+
+
+LOOP_IN_FORWARD = """
+import torch
+
+
+class Hops(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(16, 16) * 0.1)
+
+    def forward(self, x):
+        for _ in range(3):
+            x = torch.tanh(x @ self.w)
+        return x.sum()
+
+
+model = Hops()
+for step in range(30):
+    model.zero_grad()
+    model(torch.randn(4, 16)).backward()
+"""
+
+
+def test_a_loop_inside_the_forward_does_not_outrank_backward(tmp_path: Path):
+    # The loop in forward() runs tensor work before the first forward returns; once it was
+    # taken as the unit, the forward hooks were removed and backward() could not take over
+    # (two loop steps per iteration, every per-step figure halved).
+    capture, _ = _doctor(tmp_path, LOOP_IN_FORWARD)
+    assert capture["step_source"] == "backward"
+    assert len(capture["steps"]) == 30

@@ -107,7 +107,8 @@ class StepHooks:
         if self.source != "none" and _SOURCES.index(source) > _SOURCES.index(self.source):
             return False
         previous, self.source = self.source, source
-        if source != "forward":
+        if source not in ("forward", "loop"):
+            # forwards outrank loop iterations: their hooks stay while a loop is the unit
             self._remove_forward_hooks()
         if source != "loop":
             self.release_loops()
@@ -133,7 +134,7 @@ class StepHooks:
                                          "retain_graph": bool(retain_graph or create_graph),
                                          "create_graph": bool(create_graph)})
             result = original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
-            if hooks.source in ("none", "forward", "backward") and hooks._promote("backward"):
+            if hooks.source != "optimizer" and hooks._promote("backward"):
                 hooks._on_step("backward", frame)
             return result
 
