@@ -22,7 +22,10 @@ import pytest
 
 CORPUS = Path(__file__).resolve().parents[1] / "doctor_corpus"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text(encoding="utf-8"))
-LEAKS = [e for e in MANIFEST["scripts"] if e["cause"] != "healthy" and e["device"] == "cpu"]
+# memory no Python variable holds (untracked_growth: inside torch or a C extension) has no
+# line of the script that keeps it alive
+LEAKS = [e for e in MANIFEST["scripts"] if e["cause"] not in ("healthy", "untracked_growth")
+         and e["device"] == "cpu"]
 
 
 def _run(entry: dict[str, Any]) -> dict[str, Any]:

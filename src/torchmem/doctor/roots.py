@@ -21,14 +21,15 @@ __all__ = ["owned_storages", "frame_chain", "read_locals"]
 _ATOMIC = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice,
            types.ModuleType, type, types.BuiltinFunctionType, types.CodeType, memoryview)
 
-_user_modules_cache: tuple[int, list[str]] = (-1, [])
+_user_modules_cache: tuple[int, Any, list[str]] = (-1, None, [])
 
 
 def _user_modules(is_user: Callable[[str], bool]) -> list[str]:
     """Names of imported modules whose file is user code (cached while sys.modules is stable)."""
     global _user_modules_cache
     n = len(sys.modules)
-    if _user_modules_cache[0] != n:
+    # keyed by the predicate too (equal bound methods of one UserFrames compare equal)
+    if _user_modules_cache[0] != n or _user_modules_cache[1] != is_user:
         import site
         import sysconfig
 
@@ -44,8 +45,8 @@ def _user_modules(is_user: Callable[[str], bool]) -> list[str]:
             if (isinstance(file, str) and name != "__main__" and is_user(file)
                     and not os.path.realpath(file).startswith(prefixes)):
                 names.append(name)
-        _user_modules_cache = (n, names)
-    return _user_modules_cache[1]
+        _user_modules_cache = (n, is_user, names)
+    return _user_modules_cache[2]
 
 
 def owned_storages(objs: Iterable[Any]) -> dict[int, int]:
