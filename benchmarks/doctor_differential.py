@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated substrings of script names")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     args = parser.parse_args(argv)
+    args.corpus = args.corpus.resolve()  # the scripts run from a temp working directory
     manifest = json.loads((args.corpus / "manifest.json").read_text(encoding="utf-8"))
     entries = [e for e in manifest["scripts"] if e.get("device", "cpu") == "cpu"]
     if args.only:
@@ -115,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"same stdout        {sum(bool(r.same_stdout) for r in results)}/{compared} "
           f"(of the scripts whose stdout is deterministic)")
     print(f"breaks             {len(broken)}")
-    return 1 if broken else 0
+    failing = [r.script for r in results if r.plain_code != 0]
+    if failing:  # corpus scripts exit 0: a failing plain run means nothing was compared
+        print(f"plain run failed   {len(failing)}: {', '.join(failing)}")
+    return 1 if broken or failing else 0
 
 
 if __name__ == "__main__":
