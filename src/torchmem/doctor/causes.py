@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 from torchmem.doctor import edits as fix_edit
 from torchmem.doctor.culprit import PathStats, Snapshot
-from torchmem.doctor.fixes import TITLES, fix_for
+from torchmem.doctor.fixes import TITLES
 from torchmem.doctor.held import (
     grad_cycle_findings,
     grad_path_finding,
