@@ -8,6 +8,7 @@ run as ``python script.py``, under ``torchmem doctor`` and under ``torchmem doct
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -94,3 +95,43 @@ def test_torch_jit_trace_runs_unchanged_under_the_doctor(tmp_path):
     assert doctor.returncode == 0, doctor.stderr[-3000:]
     assert doctor.stdout == plain.stdout
     assert "exit code 0" in doctor.stderr
+
+
+LOOP_ONLY = '''\
+import torch
+
+torch.manual_seed(0)
+
+
+def simulate(steps):
+    state = torch.zeros(64)
+    history = []
+    for i in range(steps):
+        noise = torch.randn(64)
+        state = 0.9 * state + noise
+        history.append(state.clone())
+        total = sum(h.sum() for h in history[-4:])
+        print(i, float(total).hex())
+    return state
+
+
+print("final", float(simulate(40).sum()).hex())
+'''
+
+
+@pytest.mark.slow
+def test_a_loop_only_script_runs_unchanged_under_the_doctor(tmp_path):
+    """No optimizer, backward or model: the doctor's steps are loop iterations, found by a
+    trace function that stays installed the whole run and analyses the heap inside the
+    traced frame. Its output must not change (and its locals must survive the analysis)."""
+    (tmp_path / "loop.py").write_text(LOOP_ONLY, encoding="utf-8")
+    plain = subprocess.run([sys.executable, "loop.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+    doctor = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--json", "c.json",
+                             "loop.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert doctor.returncode == 0, doctor.stderr[-3000:]
+    assert doctor.stdout == plain.stdout
+    capture = json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))
+    assert capture["step_source"] == "loop" and len(capture["steps"]) >= 39
