@@ -196,7 +196,7 @@ class TorchmemMagics(Magics):
         except Exception as err:  # noqa: BLE001
             notes.append(f"analysis incomplete: namespace: {err!r}")
         try:
-            census = _census(self.shell.user_ns)
+            census = _census()
         except Exception as err:  # noqa: BLE001
             notes.append(f"analysis incomplete: census: {err!r}")
         findings: list[Any] = []
@@ -226,14 +226,16 @@ class TorchmemMagics(Magics):
             _display_html(capture)
 
 
-def _census(ns: dict[str, Any]) -> Any:
-    import torch
+def _census() -> Any:
+    """The process-wide census, the same numbers as ``torchmem.census()``.
 
+    A notebook is the process: a module that no variable names any more (one a cell
+    replaced, or one a closure keeps) still holds parameters, and they are counted as
+    such, not as ``other``.
+    """
     from torchmem.collect.census import census
 
-    modules = {k: v for k, v in list(ns.items())
-               if isinstance(v, torch.nn.Module) and isinstance(k, str) and not k.startswith("_")}
-    return census(modules=modules or None)
+    return census()
 
 
 def _cell_lines(tracker: Any, device: str, error: Any) -> tuple[list[str], int | None]:
