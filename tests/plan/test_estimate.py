@@ -33,6 +33,8 @@ def _mean_square(out: Any, *_: Any) -> torch.Tensor:
 CASES: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool, Any, dict[str, Any]]] = {
     # name: (model, input shape, class labels?, optimizer class, optimizer kwargs)
     "mlp-adam": (_mlp, (64, 256), True, torch.optim.Adam, {}),
+    # the multi-tensor implementation, which Adam picks by itself for CUDA parameters
+    "mlp-adam-foreach": (_mlp, (64, 256), True, torch.optim.Adam, {"foreach": True}),
     "cnn-sgd-momentum": (_cnn, (8, 3, 16, 16), True, torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
     "transformer-adamw": (
         lambda: nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), (4, 16, 64), False,
@@ -147,6 +149,28 @@ def test_a_device_this_build_lacks_is_a_clear_error() -> None:
         pytest.skip("this torch build can simulate CUDA")
     with pytest.raises(DeviceError, match="cannot simulate 'cuda'"):
         torchmem.estimate(_mlp(), torch.randn(4, 256), device="cuda")
+
+
+def test_the_optimizer_implementation_is_decided_as_for_the_real_parameters() -> None:
+    """Left at ``foreach=None``, an optimizer takes the multi-tensor path when every
+    parameter is a plain tensor on a device with foreach kernels; fake tensors fail that
+    check, so the estimate decides it from the real parameters and the simulated device."""
+    from torchmem.plan.estimate import _implementation
+
+    params = list(_mlp().parameters())
+    group = torch.optim.Adam(params).param_groups[0]
+    assert _implementation(group, params, "cuda")["foreach"] is True
+    assert _implementation(group, params, "cpu")["foreach"] is False
+    explicit = torch.optim.Adam(params, foreach=False).param_groups[0]
+    assert _implementation(explicit, params, "cuda")["foreach"] is False
+    fused = torch.optim.Adam(params, fused=True).param_groups[0]
+    assert _implementation(fused, params, "cuda")["foreach"] is None
+
+    class Wrapped(torch.Tensor):
+        pass
+
+    odd = [p.detach().as_subclass(Wrapped) for p in params]
+    assert _implementation(group, odd, "cuda")["foreach"] is False
 
 
 @pytest.mark.cuda
