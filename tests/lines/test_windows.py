@@ -187,3 +187,28 @@ def test_cuda_blocks_left_by_the_previous_window_keep_their_line():
     site30 = (USER, 30, "forward")
     assert w.delta(site30) == 0 and w.unattributed == 0 and w.attributed_delta == 0
     assert w.start_live == {site30: 1 << 20, (USER, 31, "forward"): 512, None: 0}
+
+
+def test_cuda_allocations_with_no_user_frame_go_to_the_user_line_that_ran_last():
+    """The autograd thread's allocations during ``backward()`` carry torch's frames only;
+    the CPU engine charges them to the line that called ``backward()``, and so does the
+    CUDA trace: to the user line of the allocation before them."""
+    backward = (USER, 40, "<module>")
+    trace = [
+        {"action": "alloc", "addr": 0x100, "size": 512, "frames": [_frame(USER, 40, "<module>")]},
+        {"action": "alloc", "addr": 0x200, "size": 4 << 20,
+         "frames": [_frame("/usr/lib/python3/site-packages/torch/_ops.py", 865, "__call__")]},
+        {"action": "alloc", "addr": 0x300, "size": 1024, "frames": []},
+    ]
+    w = window_from_trace(trace, step=3, device="cuda:0", start_allocated=0, is_user=_is_user,
+                          measured_delta=512 + (4 << 20) + 1024).tally
+    assert w.created == {backward: 512 + (4 << 20) + 1024} and w.unattributed == 0
+    # nothing of the user's ran before: unknown, not a library line
+    alone = window_from_trace(trace[1:], step=3, device="cuda:0", start_allocated=0,
+                              is_user=_is_user).tally
+    assert alone.created == {} and alone.unattributed == (4 << 20) + 1024
+    # asked for library lines too: the library line (and the frameless block after it)
+    every = window_from_trace(trace, step=3, device="cuda:0", start_allocated=0,
+                              is_user=_is_user, all_files=True).tally
+    ops = ("/usr/lib/python3/site-packages/torch/_ops.py", 865, "__call__")
+    assert every.created == {backward: 512, ops: (4 << 20) + 1024}

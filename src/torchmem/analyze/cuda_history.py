@@ -7,7 +7,10 @@ allocator record every action with the Python stack that caused it, and
 per device: ``action``, ``addr``, ``size``, ``frames`` innermost first). This module
 turns the trace of one profiled step into a
 :class:`~torchmem.analyze.line_windows.WindowTally`: each ``alloc`` is charged to the
-line of its innermost user frame, each ``free_completed`` to the line that allocated
+line of its innermost user frame (an allocation with no user frame, as those of the
+autograd thread during ``backward()``, to the user line that ran last before it: the
+line that started the backward, as the CPU engine charges it), each ``free_completed``
+to the line that allocated
 that block if the allocation is in the same trace or among the blocks the previous,
 contiguous window left alive (else it is unattributed: made before profiling, or in a
 step that was not profiled). The tally then gives the same per-line sums and
@@ -49,9 +52,12 @@ def _python(frame: StackFrameTuple) -> bool:
 
 
 def frame_site(frames: Sequence[Mapping[str, Any]], is_user: Callable[[str], bool],
-               all_files: bool = False) -> tuple[Site | None, tuple[StackFrameTuple, ...]]:
+               all_files: bool = False, fallback: bool = True,
+               ) -> tuple[Site | None, tuple[StackFrameTuple, ...]]:
     """The site of a trace entry's frames (innermost user frame, or with ``all_files``
-    the innermost Python frame not in torchmem) and the whole stack as tuples."""
+    the innermost Python frame not in torchmem) and the whole stack as tuples; with
+    ``fallback``, a stack with no such frame gets its innermost Python frame (else
+    ``None``)."""
     stack = tuple(x for x in (_frame(f, is_user) for f in frames or ()) if x is not None)
     site: Site | None = None
     for file, line, name, user in stack:
@@ -60,7 +66,7 @@ def frame_site(frames: Sequence[Mapping[str, Any]], is_user: Callable[[str], boo
         if user or (all_files and _python((file, line, name, user))):
             site = (file, line, name)
             break
-    if site is None:
+    if site is None and fallback:
         for file, line, name, _ in stack:
             if _python((file, line, name, False)):
                 site = (file, line, name)
@@ -118,6 +124,7 @@ def window_from_trace(trace: Sequence[Mapping[str, Any]], *, step: int, device: 
     tally.start_tokens = {id(b): (b, b[2], b[1]) for b in known.values()}
     tally.measured_delta = measured_delta
     live: dict[int, Block] = {}
+    running: Site | None = None  # the user's line that ran last
     for entry in trace:
         action = entry.get("action")
         if action not in USED_ACTIONS:
@@ -127,7 +134,14 @@ def window_from_trace(trace: Sequence[Mapping[str, Any]], *, step: int, device: 
         except (KeyError, TypeError, ValueError):
             continue
         if action == "alloc":
-            site, stack = frame_site(entry.get("frames") or (), is_user, all_files)
+            site, stack = frame_site(entry.get("frames") or (), is_user, all_files,
+                                     fallback=False)
+            if site is None:
+                # no frame of the user's code: torch's autograd thread running the
+                # backward that the user's last line started (as the CPU engine charges it)
+                site = running
+            else:
+                running = site
             block: Block = (addr, size, site, stack)
             live[addr] = block
             tally.add(site, size, block)

@@ -150,8 +150,8 @@ class LinesProbe(Probe):
         peak.tokens = {}
         totals.add(tally, peak)
         self.windows.append(LineWindow(
-            step=tally.step, kind=kind, delta_bytes=tally.measured_delta or 0,
-            peak_bytes=peak.bytes,
+            step=tally.step, kind=kind, paired=tally.paired,
+            delta_bytes=tally.measured_delta or 0, peak_bytes=peak.bytes,
             allocated_bytes=tally.allocated, unattributed_bytes=tally.unattributed,
             device=tally.device))
 
