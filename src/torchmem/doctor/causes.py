@@ -214,9 +214,35 @@ def _growing_paths(snaps: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
         trend = _path_trend(snaps, path)
         one_step = [p.survived_next for p in (s.paths.get(path) for s in snaps)
                     if p is not None and p.survived_next is not None]
-        if trend is not None and not _released(stats, trend, one_step):
+        if trend is not None and not _released(stats, trend, one_step) \
+                and not _rebound_fresh(stats, trend) and not _bounded(stats, trend):
             out[path] = trend
     return out
+
+
+def _bounded(stats: PathStats, sig: dict[str, float]) -> bool:
+    """A container with a capacity (``deque(maxlen=N)``) that keeps no graphs: it fills up
+    to ``N`` items and then stays level, however far from full the run ended. (One that
+    keeps graphs still holds up to ``N`` of them, and is reported.)"""
+    return stats.capacity is not None and not _graphs(sig)
+
+
+def _rebound_fresh(stats: PathStats, sig: dict[str, float]) -> bool:
+    """True for a variable rebound to a fresh value each step whose size merely varies.
+
+    ``x = torch.randn(batch, 512)`` with a random ``batch``: nothing it held at the previous
+    snapshot is alive, no graph grows, and every statement that binds it is a plain
+    rebinding that does not read its old value. Such a variable cannot accumulate: its
+    bytes at two snapshots differ by the sizes of two unrelated values. (``x =
+    torch.cat([x, new])`` reads the old value and still counts; so does a graph that
+    grows through it.)
+    """
+    if stats.items is not None or stats.kind in ("grad", "hook", "closure") or _graphs(sig):
+        return False
+    if stats.survived is None or stats.survived > 0:
+        return False
+    found = find_statements(stats.path, _files(stats))
+    return bool(found) and all(s.kind == "rebind" for s in found)
 
 
 def _children(path: str, candidates: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:

@@ -49,6 +49,8 @@ class PathStats:
             was released: it was emptied or rebound, not kept.
         survived_next: the same share one step later (at the next step boundary): 0 means
             what it held lived for one step at most (a per-step buffer).
+        capacity: the most items the container can hold (a ``deque``'s ``maxlen``), or
+            None when it is unbounded.
     """
 
     path: str
@@ -77,6 +79,7 @@ class PathStats:
     passes: int = 0
     survived: float | None = None
     survived_next: float | None = None
+    capacity: int | None = None
     _example_bytes: int = 0
 
     @property

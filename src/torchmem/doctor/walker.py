@@ -99,6 +99,8 @@ class _Walker:
                           **extra)
         if isinstance(obj, (list, tuple, dict, set, frozenset, deque)):
             stats.items = len(obj)
+            if isinstance(obj, deque):
+                stats.capacity = obj.maxlen
         stats.holds = value_kinds(obj)
         self.snap.paths[path] = stats
         return stats

@@ -1,0 +1,112 @@
+"""Values that cannot accumulate are not reported as growing, whatever the snapshots show.
+
+* A variable rebound to a fresh tensor each step: random batch sizes (``x =
+  torch.randn(batch, 512)`` with ``batch`` drawn each step) make the bytes it holds differ
+  between two snapshots by chance; only a rebinding that reads the old value (``x =
+  torch.cat([x, new])``) can grow.
+* A ``deque(maxlen=N)`` of detached tensors in a run shorter than ``N`` steps: it fills all
+  run long, but it is bounded; one that keeps graphs is still reported.
+
+Both were found on GPU scripts of the doctor's corpus, run on a real device.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+RANDOM_BATCHES = """
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    # increasing sizes at the snapshots, by construction: the "growth" a random draw can show
+    sizes = [64 + 16 * (step % 50) for step in range(60)]
+    for step in range(60):
+        batch = sizes[step]
+        x = torch.randn(batch, 512)
+        y = model(x)
+        loss = (y - x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print("done")
+"""
+
+CAT_GROWTH = """
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(512, 512)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    seen = torch.empty(0, 512)
+    for step in range(60):
+        x = torch.randn(16, 512)
+        y = model(x)
+        loss = y.pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen = torch.cat([seen, y.detach()])
+    print("done")
+"""
+
+
+BOUNDED = """
+    from collections import deque
+
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(512, 512)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    window = deque(maxlen=64)
+    for step in range(40):
+        x = torch.randn(16, 512)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        window.append(KEPT)
+    print("done")
+"""
+
+
+def _doctor(tmp_path: Path, source: str) -> dict:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source), encoding="utf-8")
+    out = tmp_path / "capture.json"
+    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify", "--json",
+                           str(out), str(script)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "done\n"
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_variables_rebound_to_fresh_tensors_of_growing_size_are_not_culprits(tmp_path):
+    data = _doctor(tmp_path, RANDOM_BATCHES)
+    names = [f["culprit"]["name"] for f in data["findings"] if f.get("culprit")]
+    assert "x" not in names and "y" not in names, data["findings"]
+
+
+def test_a_tensor_rebound_from_its_old_value_still_grows(tmp_path):
+    data = _doctor(tmp_path, CAT_GROWTH)
+    (finding,) = [f for f in data["findings"] if f["culprit"]["name"] == "seen"]
+    assert finding["cause"] == "growing_container"
+    assert finding["culprit"]["code"] == "seen = torch.cat([seen, y.detach()])"
+
+
+def test_a_deque_with_maxlen_filling_all_run_is_bounded(tmp_path):
+    data = _doctor(tmp_path, BOUNDED.replace("KEPT", "torch.randn(4096)"))
+    assert [f for f in data["findings"] if f.get("culprit")] == []
+
+
+def test_a_deque_with_maxlen_that_keeps_graphs_is_still_reported(tmp_path):
+    data = _doctor(tmp_path, BOUNDED.replace("KEPT", "loss"))
+    (finding,) = [f for f in data["findings"] if f["culprit"]["name"] == "window"]
+    assert finding["cause"] == "retained_graph"
