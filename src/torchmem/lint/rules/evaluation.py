@@ -25,6 +25,21 @@ __all__ = ["EvalWithoutNoGrad"]
 
 #: scratch key: function id -> loop depth at its ``model.eval()``
 _EVAL_MODE = "TMM103.eval_mode"
+#: scratch key: ids of the functions whose straight-line forward pass was reported
+_STRAIGHT = "TMM103.straight"
+
+
+def _returns_value(fn: ast.AST) -> bool:
+    """Whether function ``fn`` returns or yields a value (nested functions aside)."""
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        t = type(node)
+        if t is ast.Return and node.value is not None or t is ast.Yield or t is ast.YieldFrom:
+            return True
+        if t not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 @register
@@ -140,6 +155,8 @@ class EvalWithoutNoGrad(Rule):
             return
         if ctx.no_grad:
             return
+        if not ctx.loops and self._straight_forward(node, ctx):
+            return
         how = None
         if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) or \
                 ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):
@@ -161,6 +178,24 @@ class EvalWithoutNoGrad(Rule):
         entry = notes[id(ctx.loops[-1].node)]
         if entry[0] is None:
             entry[0] = (node, how)
+
+    def _straight_forward(self, node: ast.Call, ctx: Context) -> bool:
+        """The first forward pass after ``model.eval()`` outside any loop, in a function that
+        never differentiates (a one-shot inference script): reported once per function."""
+        fn = ctx.fn
+        if fn.facts.has_backward or fn.facts.has_step or not self._eval_mode(ctx) or \
+                not ctx.flow.is_forward(node, strict=True) or _returns_value(fn.node):
+            return False  # a returned output may be differentiated by the caller
+        seen = ctx.scratch.setdefault(_STRAIGHT, set())
+        if id(fn.node) in seen:
+            return True
+        seen.add(id(fn.node))
+        ctx.report(self, node, (
+            f"forward pass {describe(node.func)}() after .eval() runs outside "
+            f"torch.no_grad(), in a function that never calls backward(): autograd records a "
+            f"graph and saves activations that no backward() will use; run it under "
+            f"torch.no_grad() or torch.inference_mode()"))
+        return True
 
     def _eval_named(self, ctx: Context) -> bool:
         fn = ctx.fn
