@@ -15,8 +15,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from torchmem.lint.dataflow import CONTAINER, GRAPH, TYPED, VALUE
-from torchmem.lint.facts import key_of
+from torchmem.lint.dataflow import CONTAINER, GRAPH, LEAF, TENSOR, TYPED, VALUE
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._callee_stores import (
     accumulating_method,
@@ -33,6 +32,7 @@ from torchmem.lint.rules._common import (
 from torchmem.lint.rules._common import (
     fresh as _fresh,
 )
+from torchmem.lint.rules._element_backward import element_store
 from torchmem.lint.rules._common import (
     trains as _trains,
 )
@@ -40,7 +40,7 @@ from torchmem.lint.rules._common import (
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
 
-__all__ = ["GraphAccumulation", "RetainGraphInLoop"]
+__all__ = ["GraphAccumulation"]
 
 _DETACH_FIX = {"append": "keep {v}.detach() (or {v}.item() for a scalar)",
                "add": "add {v}.item() (or {v}.detach())",
@@ -195,9 +195,25 @@ class GraphAccumulation(Rule):
     fix_title = "Detach the value before keeping it"
     fix_safety = "unsafe"
 
+    def _check_element(self, node: ast.AST, ctx: Context) -> None:
+        """``losses.append(v)`` in a loop that calls ``losses[-1].backward()``."""
+        found = element_store(node, ctx)
+        if found is None or ctx.kind(found.value) & (GRAPH | LEAF | TENSOR) == TENSOR:
+            return  # a tensor known to hold no history (v.detach())
+        v = describe(found.value)
+        kept = "is kept in" if found.how == "append" else "is stored in"
+        ctx.report(self, found.value, (
+            f"'{v}' {kept} '{found.key}', an element of which this loop differentiates "
+            f"(line {found.call.lineno}), so it carries an autograd graph; '{found.key}' "
+            f"outlives each iteration of the training loop: every iteration's graph stays "
+            f"alive; keep a detached copy (.detach(), or .item() for a scalar) and "
+            f"differentiate the fresh value"))
+
     def _check(self, node: ast.AST, ctx: Context) -> None:
         found = _graph_accumulation(node, ctx)
         if found is None:
+            if ctx.loops and type(node) is not ast.AugAssign:
+                self._check_element(node, ctx)
             return
         acc, loops, step_fn = found
         fn = ctx.fn
@@ -299,92 +315,3 @@ class GraphAccumulation(Rule):
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
             self._check(node, ctx)
-
-
-@register
-class RetainGraphInLoop(Rule):
-    """``backward(retain_graph=True)`` or ``create_graph=True`` in a loop with no second backward.
-
-    What:
-        Flags ``loss.backward(retain_graph=True)``, ``backward(create_graph=True)`` and
-        ``torch.autograd.grad(..., retain_graph=True)`` inside a loop whose body runs no
-        other ``backward()``/``grad()`` that could use the retained graph, when the loss is
-        computed anew in the loop; and ``retain_graph=True`` on the last of several
-        backward calls of an iteration.
-
-    Why:
-        ``retain_graph=True`` keeps every activation saved for backward alive after the
-        backward pass, for as long as the loss is referenced: the previous iteration's
-        graph survives through the next forward pass (up to twice the activation memory),
-        and if anything links iterations (a hidden state, an accumulated loss) the retained
-        graphs pile up. ``create_graph=True`` on ``backward()`` also creates a reference
-        cycle between each parameter and its gradient. A retained graph is only needed
-        when a second backward pass goes through the same graph.
-
-    Known problems:
-        A second backward through the same graph that happens in another function (or a
-        later iteration on purpose) is not seen.
-
-    Example:
-        ```python
-        for x, y in loader:
-            loss = criterion(model(x), y)
-            loss.backward(retain_graph=True)
-            optimizer.step()
-        ```
-
-    Use instead:
-        ```python
-        for x, y in loader:
-            loss = criterion(model(x), y)
-            loss.backward()
-            optimizer.step()
-        ```
-    """
-
-    code = "TMM104"
-    name = "retain-graph-in-loop"
-    summary = "retain_graph=True / create_graph=True in a loop without a second backward"
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.loops or not node.keywords:
-            return
-        func = node.func
-        if type(func) is not ast.Attribute:
-            if ctx.qualname(func) not in ("torch.autograd.grad", "torch.autograd.backward"):
-                return
-        elif func.attr != "backward" and ctx.qualname(func) not in (
-                "torch.autograd.grad", "torch.autograd.backward"):
-            return
-        flag = None
-        for kw in node.keywords:
-            if kw.arg in ("retain_graph", "create_graph") and isinstance(
-                    kw.value, ast.Constant) and kw.value.value is True:
-                flag = kw
-                break
-        if flag is None:
-            return
-        if flag.arg == "create_graph" and not (type(func) is ast.Attribute
-                                               and func.attr == "backward"):
-            return  # grad(..., create_graph=True): a gradient penalty or a Hessian term is
-            # differentiated again through the loss it is added to, which frees the graph
-        loop = ctx.loops[-1]
-        calls = loop.facts.backward + loop.facts.grad_calls
-        last = max(calls, key=lambda c: (c.lineno, c.col_offset)) if calls else node
-        if len(calls) > 1 and not (last is node and flag.arg == "retain_graph"):
-            return  # an earlier backward keeps the graph for a later one: needed
-        if type(func) is ast.Attribute and func.attr == "backward":
-            recv = key_of(func.value) or ""
-            root: ast.AST = node.args[0] if (node.args and recv.rpartition(".")[2] in (
-                "accelerator", "fabric", "scaler")) else func.value
-        else:
-            root = node.args[0] if node.args else node
-        computed = {k for k, v in loop.facts.assigns if v is not None}
-        if not any((type(s) is ast.Name or type(s) is ast.Attribute) and key_of(s) in computed
-                   for s in ast.walk(root)) and not any(type(s) is ast.Call for s in ast.walk(root)):
-            return  # differentiating something computed before the loop, on purpose
-        what = ("the last backward of the iteration" if len(calls) > 1 else
-                "a loop whose body has no second backward through this graph")
-        ctx.report(self, flag, (
-            f"{flag.arg}=True in {what}: each iteration's saved activations stay alive "
-            f"until the loss is replaced; drop {flag.arg}=True"))
