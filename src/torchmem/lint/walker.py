@@ -18,6 +18,7 @@ from torchmem.lint.dataflow import LOADER, TYPE, VALUE, Flow, meet
 from torchmem.lint.facts import key_of
 from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
+from torchmem.lint.joins import join_branches
 from torchmem.lint.knowledge import (
     EVAL_LOADER_NAME,
     LIGHTNING_NO_GRAD_HOOKS,
@@ -218,7 +219,7 @@ class Walker:
         ctx = self.ctx
         flow = ctx.fn.flow
         start = flow.env
-        ends: list[dict[str, int]] = []
+        ends: list[tuple[list[ast.stmt], dict[str, int]]] = []
         no_grad0 = ctx.no_grad
         ctx.cond_depth += 1
         for body in bodies:
@@ -226,16 +227,13 @@ class Walker:
             ctx.no_grad = no_grad0
             self.stmts(body)
             if not (body and isinstance(body[-1], _EXITS)):
-                ends.append(flow.env)
+                ends.append((body, flow.env))
         ctx.cond_depth -= 1
         ctx.no_grad = no_grad0
         if not ends:
             flow.env = start
             return
-        env = ends[0]
-        for other in ends[1:]:
-            env = meet(env, other)
-        flow.env = env
+        flow.env = join_branches(ends, ctx)
 
     def _with(self, node: ast.stmt) -> None:
         ctx = self.ctx
