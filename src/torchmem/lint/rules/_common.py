@@ -38,7 +38,7 @@ class Accumulation(NamedTuple):
 def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
     """Recognise a statement or call that adds a value to a longer-lived container.
 
-    ``xs.append(v)``, ``xs.extend(v)``, ``acc += v``, ``acc = acc + v``, ``d[k] = v`` (with a
+    ``xs.append(v)``, ``xs.extend(v)``, ``acc += v`` (``d[k] += v`` too), ``acc = acc + v``, ``d[k] = v`` (with a
     non-constant key), ``acc = torch.cat([acc, v])``.
     """
     t = type(node)
@@ -63,7 +63,10 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
     if t is ast.AugAssign:
         if type(node.op) is not ast.Add:  # type: ignore[attr-defined]
             return None
-        key = key_of(node.target)  # type: ignore[attr-defined]
+        target = node.target  # type: ignore[attr-defined]
+        while type(target) is ast.Subscript:  # totals[name] += v: the dict persists
+            target = target.value
+        key = key_of(target)
         if key is None:
             return None
         return Accumulation(key, node.value, "add")  # type: ignore[attr-defined]
