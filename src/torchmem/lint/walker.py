@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 from torchmem.lint import facts as _facts
 from torchmem.lint.classes import class_attrs, is_module_class
 from torchmem.lint.context import Context, FunctionState, LoopState
-from torchmem.lint.dataflow import LOADER, TYPE, VALUE, Flow, meet
+from torchmem.lint.dataflow import ACT, GRAPH, LOADER, TYPE, VALUE, Flow, meet
 from torchmem.lint.facts import key_of
 from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
@@ -360,6 +360,9 @@ class Walker:
                     env[a.arg] = kind
                 else:
                     env.pop(a.arg, None)
+        hook_output = ctx.hook_outputs.get(id(node)) if ctx.hook_outputs else None
+        if hook_output is not None:
+            env[hook_output] = GRAPH | ACT  # the output of the forward pass just run
         no_grad = force_no_grad or id(node) in ctx.quiet_functions or any(
             is_no_grad_decorator(ctx.qualname(d.func if type(d) is ast.Call else d) or key_of(
                 d.func if type(d) is ast.Call else d)) for d in decorators or ())

@@ -23,11 +23,13 @@ from torchmem.lint.rules._callee_stores import (
     is_plain_tensor,
 )
 from torchmem.lint.rules._common import (
-    STEP_FUNCTIONS,
     Accumulation,
     accumulation,
     describe,
     is_forward_function,
+    is_hook,
+    outer_container,
+    per_call,
 )
 from torchmem.lint.rules._common import (
     fresh as _fresh,
@@ -92,7 +94,7 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     per-step hook (``training_step``)."""
     if ctx.fn is None:
         return None
-    step_fn = ctx.fn.name in STEP_FUNCTIONS
+    step_fn = per_call(ctx)
     if not ctx.loops and not step_fn:
         return None
     acc = accumulation(node, ctx)
@@ -102,7 +104,8 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     if not kind & GRAPH:
         return None
     loops = ctx.persistent_loops(acc.key)
-    if not loops and not (step_fn and acc.key.startswith("self.")):
+    if not loops and not (step_fn and (acc.key.startswith("self.") or is_hook(ctx) and
+                                       outer_container(acc.key, ctx.fn))):
         return None
     facts = ctx.fn.facts
     if acc.key in facts.backward_names():
@@ -218,7 +221,7 @@ class GraphAccumulation(Rule):
         acc, loops, step_fn = found
         fn = ctx.fn
         training = any(_trains(lp, ctx) for lp in loops)
-        if is_forward_function(fn, ctx) and not training:
+        if is_forward_function(fn, ctx) and not training and not is_hook(ctx):
             return
         if not training:
             if fn.is_eval() or any(lp.eval_loader for lp in loops):
@@ -238,6 +241,8 @@ class GraphAccumulation(Rule):
                 }[acc.how]
         span = "each call of this training step" if step_fn and not loops else \
             f"each iteration of the {where}"
+        if is_hook(ctx) and not loops:
+            span = "each forward pass that calls this hook"
         part = _graph_part(acc.value, ctx)
         msg = (f"'{v}' carries an autograd graph and {verb}, which outlives {span}: every "
                f"iteration's graph stays alive; {_advice(acc.how, part, ctx)}")
@@ -254,7 +259,7 @@ class GraphAccumulation(Rule):
         found = callee_store(node, ctx)
         if found is None:
             return
-        step_fn = ctx.fn.name in STEP_FUNCTIONS
+        step_fn = per_call(ctx)
         training = any(_trains(lp, ctx) for lp in found.loops)
         if not training and not step_fn and not any(lp.loader for lp in found.loops):
             return
@@ -283,7 +288,7 @@ class GraphAccumulation(Rule):
         ctx.report(self, node, msg, fix)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if type(node.func) is ast.Attribute and (ctx.loops or ctx.fn.name in STEP_FUNCTIONS):
+        if type(node.func) is ast.Attribute and (ctx.loops or per_call(ctx)):
             self._check(node, ctx)
             self._check_callee(node, ctx)
 
@@ -309,9 +314,9 @@ class GraphAccumulation(Rule):
             ctx.report(self, value, msg, fix)
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
-        if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
+        if ctx.loops or per_call(ctx):
             self._check(node, ctx)
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
-        if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
+        if ctx.loops or per_call(ctx):
             self._check(node, ctx)
