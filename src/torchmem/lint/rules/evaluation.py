@@ -15,6 +15,7 @@ from torchmem.lint.dataflow import GRAPH, VALUE
 from torchmem.lint.knowledge import EVAL_FUNCTION
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import accumulation, describe
+from torchmem.lint.rules._eval_attrs import eval_only_attr
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
 
@@ -155,7 +156,7 @@ class EvalWithoutNoGrad(Rule):
             return
         if ctx.no_grad:
             return
-        if not ctx.loops and self._straight_forward(node, ctx):
+        if not ctx.loops and self._straight_forward(node, ctx) or self._eval_only(node, ctx):
             return
         how = None
         if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) or \
@@ -195,6 +196,27 @@ class EvalWithoutNoGrad(Rule):
             f"torch.no_grad(), in a function that never calls backward(): autograd records a "
             f"graph and saves activations that no backward() will use; run it under "
             f"torch.no_grad() or torch.inference_mode()"))
+        return True
+
+    def _eval_only(self, node: ast.Call, ctx: Context) -> bool:
+        """``self.lm(x)`` in a method of a plain class whose ``__init__`` put ``self.lm``
+        in eval mode for good, in a method that never differentiates: reported once per
+        method."""
+        fn = ctx.fn
+        if fn.name == "__init__" or fn.facts.has_backward or fn.facts.has_step or \
+                fn.facts.grad_calls:
+            return False
+        attr = eval_only_attr(node, ctx)
+        if attr is None:
+            return False
+        seen = ctx.scratch.setdefault(_STRAIGHT, set())
+        if id(fn.node) not in seen:
+            seen.add(id(fn.node))
+            ctx.report(self, node, (
+                f"forward pass {describe(node.func)}() outside torch.no_grad(): "
+                f"{fn.class_name}.__init__ puts self.{attr} in eval mode and nothing trains it, "
+                f"yet each call of {fn.name}() records a graph and saves activations that no "
+                f"backward() will use; run it under torch.no_grad() or torch.inference_mode()"))
         return True
 
     def _eval_named(self, ctx: Context) -> bool:
