@@ -295,6 +295,8 @@ def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
         return False
     if key.endswith(".forward"):
         key = key[:-8]
+        if key.startswith("self.") and key.count(".") == 1:
+            return True  # self.pipeline.forward(batch): only modules are called so
     if self.env.get(key, 0) & MODEL:
         return True
     last = last_name(key)

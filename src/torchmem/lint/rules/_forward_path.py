@@ -3,7 +3,8 @@
 ``forward()`` itself and the methods of the same class that it calls through ``self``,
 transitively (``self.get_attention(q, k, v)`` calling ``self.einsum_op(q, k, v)``). Code
 there runs once per forward pass: in every step of whatever loop drives the model, in
-files the linter never sees.
+files the linter never sees. :func:`beside_forward` tells whether a statement sits in
+the same block of a loop as a forward pass (so runs with every one of them).
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.facts import key_of
+
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["on_forward_path"]
+__all__ = ["beside_forward", "on_forward_path"]
 
 _SCRATCH = "forward_path"
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_NESTED = (*_FUNCS, ast.Lambda, ast.ClassDef, ast.For, ast.AsyncFor, ast.While)
 
 
 def _self_calls(fn: ast.AST) -> set[str]:
@@ -65,3 +69,54 @@ def on_forward_path(ctx: Context) -> bool:
     if names is None:
         names = memo[id(cls)] = _reachable(cls)
     return fn.name in names and any(s is fn.node for s in cls.body)
+
+
+def beside_forward(call: ast.Call, ctx: Context) -> bool:
+    """Whether the statement list holding ``call`` (in the innermost loop) also runs a
+    forward pass, directly or through a function of the same file, and not in a nested
+    loop: the flush is not periodic, it comes with every forward pass (a request loop's
+    ``if method == "forward":`` branch). A model built anew in each iteration (a loop over
+    different workloads) does not count."""
+    loop = ctx.loops[-1]
+    block = _block_of(call, loop.node)
+    if block is None:
+        return False
+    summaries = ctx.summaries
+    todo: list[ast.AST] = list(block)
+    while todo:
+        sub = todo.pop()
+        if isinstance(sub, _NESTED):
+            continue
+        todo.extend(ast.iter_child_nodes(sub))
+        if type(sub) is not ast.Call or sub is call:
+            continue
+        func = sub.func  # type: ignore[attr-defined]
+        receiver = func.value if type(func) is ast.Attribute and func.attr == "forward" \
+            else func
+        if key_of(receiver) in loop.facts.assigned:
+            continue  # a model (or function) bound in this iteration: another workload
+        if ctx.flow.is_forward(sub, strict=True):  # type: ignore[arg-type]
+            return True
+        if summaries is not None and summaries.resolve(func, ctx.flow) is not None:
+            summary = summaries.summarize(sub, ctx.flow)  # type: ignore[arg-type]
+            if summary is not None and summary.forwards:
+                return True
+    return False
+
+
+def _block_of(call: ast.Call, loop: ast.AST) -> list[ast.stmt] | None:
+    """The statement list, inside ``loop``, whose statement is ``call`` itself."""
+    todo: list[ast.AST] = [loop]
+    while todo:
+        node = todo.pop()
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if not isinstance(block, list):
+                continue
+            for stmt in block:
+                if type(stmt) is ast.Expr and stmt.value is call:
+                    return block
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    todo.append(stmt)
+        todo.extend(getattr(node, "handlers", ()))
+    return None

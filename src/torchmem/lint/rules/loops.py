@@ -15,7 +15,7 @@ from torchmem.lint.dataflow import MODEL
 from torchmem.lint.facts import key_of, target_keys
 from torchmem.lint.knowledge import is_model_name, last_name
 from torchmem.lint.registry import Rule, register
-from torchmem.lint.rules._forward_path import on_forward_path
+from torchmem.lint.rules._forward_path import beside_forward, on_forward_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, LoopState
@@ -49,7 +49,10 @@ class EmptyCacheInLoop(Rule):
         unconditionally in the body of a training loop or a loop over a data loader, and
         called in an ``nn.Module``'s ``forward()`` or in a method of the same class that
         ``forward()`` calls (outside an ``except`` handler): it then runs on every forward
-        pass, in whatever loop drives the model.
+        pass, in whatever loop drives the model; and, in any other loop, called in the
+        same block as a forward pass (directly or through a function of the same file,
+        ``self.pipeline.forward(batch)`` included): a request loop's
+        ``if method == "forward":`` branch flushes the cache with every request.
 
     Why:
         ``empty_cache()`` frees no tensor: it only hands the caching allocator's unused
@@ -60,7 +63,8 @@ class EmptyCacheInLoop(Rule):
 
     Known problems:
         In a module, a guard such as ``if q.device.type == "cuda"`` does not make the call
-        rare and is not taken as periodic. A loop over a few very different workloads (one model per iteration) can have a
+        rare and is not taken as periodic; a flush beside a loop over batches (once per
+        epoch) is. A loop over a few very different workloads (one model per iteration) can have a
         reason to release cached blocks between them; that loop is not a training loop and
         is not flagged unless it iterates over a loader.
 
@@ -104,6 +108,12 @@ class EmptyCacheInLoop(Rule):
             return
         loop = _step_loop(ctx)
         if loop is None:
+            if not ctx.handler_depth and beside_forward(node, ctx):
+                ctx.report(self, node, (
+                    f"{ast.unparse(node.func)}() runs before or after every forward pass of "
+                    f"this loop: it frees no tensor, only returns cached blocks that the next "
+                    f"forward pass must allocate again, and it synchronises; call it once "
+                    f"outside the loop, or when an allocation fails"))
             return
         ctx.report(self, node, (
             f"{ast.unparse(node.func)}() runs on every iteration of the "
