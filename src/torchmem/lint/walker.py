@@ -12,6 +12,7 @@ import ast
 from typing import Callable, Iterable
 
 from torchmem.lint import facts as _facts
+from torchmem.lint.calls import transform_kind
 from torchmem.lint.classes import class_attrs, is_module_class
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.dataflow import ACT, GRAPH, LOADER, TYPE, VALUE, Flow, meet
@@ -131,7 +132,7 @@ class Walker:
                     else:
                         flow.bind(target, kind)
                 else:
-                    flow.bind(target, kind)
+                    flow.bind(target, kind or transform_kind(flow, target, value))
                     if type(target) is ast.Name:
                         self._instance(target.id, value)
         elif cls is ast.AugAssign:
