@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
+from torchmem.lint.callbacks import GIVEN_GRAPHS, callback_summary, tensor_callables
 from torchmem.lint.facts import key_of
 from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
 
@@ -206,7 +207,7 @@ class Summaries:
         """The summary of ``call`` for the kinds of its arguments at this point."""
         callee = self.resolve(call.func, flow)
         if callee is None or self.walker is None:
-            return None
+            return callback_summary(call, flow) if callee is None else None
         ctx = flow.ctx
         kinds = _argument_kinds(callee, call, flow)
         key = (id(callee.node), tuple(sorted(kinds.items())), bool(ctx.no_grad))
@@ -325,13 +326,15 @@ class Summaries:
                 kinds[a.arg] = GRAPH | CONTAINER
             elif not whole or "Optional" in whole:
                 kinds[a.arg] = GRAPH | TYPED
-        if not kinds or id(node) in self._active:
+        if not kinds and not tensor_callables(cls) or id(node) in self._active:
             return None
         self._active.append(id(node))
+        ctx.scratch[GIVEN_GRAPHS] = True
         try:
             return self._walk(_Callee(node, cls, True), kinds, ctx)
         finally:
             self._active.pop()
+            ctx.scratch[GIVEN_GRAPHS] = False
 
 
 def _step_loop(flow: Flow) -> bool:

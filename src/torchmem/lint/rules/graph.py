@@ -302,8 +302,10 @@ class GraphAccumulation(Rule):
             tensor = bool(kind & TYPED) and not kind & CONTAINER
             how = (f"keep {v}.detach()" if tensor else
                    f"keep detached copies of the tensors in {v}")
-            msg = (f"'{describe(value)}' is computed from the tensor arguments of "
-                   f"{state.name}() and kept in '{container}', which lives as long as the "
+            msg = (f"'{describe(value)}' is computed from the tensors {state.name}() "
+                   f"receives (tensor-annotated arguments, or callables given to __init__ "
+                   f"annotated to return tensors) and kept in '{container}', which lives as "
+                   f"long as the "
                    f"object: when {state.name}() is called with tensors that carry an autograd "
                    f"graph (a loss or model output during training), every call's graph stays "
                    f"alive; {how}")
