@@ -28,6 +28,8 @@ __all__ = ["EvalWithoutNoGrad"]
 _EVAL_MODE = "TMM103.eval_mode"
 #: scratch key: ids of the functions whose straight-line forward pass was reported
 _STRAIGHT = "TMM103.straight"
+#: scratch key: function id -> names of its nested functions that run forward passes
+_CLOSURES = "TMM103.closures"
 
 
 def _returns_value(fn: ast.AST) -> bool:
@@ -43,6 +45,24 @@ def _returns_value(fn: ast.AST) -> bool:
     return False
 
 
+def _forwarding_closure(call: ast.Call, ctx: Context) -> str | None:
+    """The name of a function defined in the current function, passed to ``call`` as an
+    argument (a decoding step handed to a beam search), whose body runs a forward pass."""
+    names = [a.id for a in call.args if type(a) is ast.Name] + [
+        kw.value.id for kw in call.keywords if type(kw.value) is ast.Name]
+    if not names:
+        return None
+    memo = ctx.scratch.setdefault(_CLOSURES, {})
+    found = memo.get(id(ctx.fn.node))
+    if found is None:  # once per function: the nested functions that run forward passes
+        found = memo[id(ctx.fn.node)] = {
+            stmt.name for stmt in ast.walk(ctx.fn.node)
+            if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef) and stmt is not ctx.fn.node
+            and any(type(sub) is ast.Call and ctx.flow.is_forward(sub, strict=True)
+                    for sub in ast.walk(stmt))}
+    return next((n for n in names if n in found), None)
+
+
 @register
 class EvalWithoutNoGrad(Rule):
     """Evaluation or inference loops that run forward passes with autograd recording.
@@ -50,8 +70,9 @@ class EvalWithoutNoGrad(Rule):
     What:
         Flags a forward pass (``model(x)``) inside a loop of evaluation code that is not
         under ``torch.no_grad()`` / ``torch.inference_mode()``. Evaluation code is a
-        function named like ``evaluate``/``validate``/``predict``/``infer``, or one that
-        calls ``model.eval()``, or a loop over a ``val_loader``/``test_loader``, with no
+        function named like ``evaluate``/``validate``/``predict``/``infer``/``generate``,
+        or one that calls ``model.eval()``, or a loop over a ``val_loader``/``test_loader``,
+        with no
         ``backward()`` or optimizer ``step()`` in the function. In a function that also
         trains, the loops after ``model.eval()`` (and before ``model.train()``) that do not
         train are evaluation code too. A call to a function of the same file that runs a
@@ -59,6 +80,13 @@ class EvalWithoutNoGrad(Rule):
         (``self._eval_step(batch)`` in the loop, ``run_epoch(valid_data, model)`` after
         ``model.eval()``). When the loop keeps the outputs (``preds.append(out)``), the
         finding points at that line.
+
+        Outside loops it flags: the first forward pass after ``model.eval()`` in a function
+        that neither differentiates nor returns a value (a one-shot inference script); a
+        forward pass of ``self.X`` in a plain class (not an ``nn.Module``) whose
+        ``__init__`` puts ``self.X`` in eval mode and that never calls ``self.X.train()``
+        (a scorer or a feature extractor); and, in evaluation code, a call given a nested
+        function that runs forward passes (a decoding ``step()`` handed to a beam search).
 
     Why:
         ``model.eval()`` switches dropout and batch-norm behaviour; it does not stop
@@ -73,7 +101,9 @@ class EvalWithoutNoGrad(Rule):
         is) is taken to run under ``no_grad``; one called from other files, or passed as
         a callback, is judged on its own (add ``@torch.no_grad()`` to it, which is
         harmless). Decorators named like ``no_grad``/``inference_mode`` (a project's
-        ``@smart_inference_mode()``) count as ``no_grad``.
+        ``@smart_inference_mode()``) count as ``no_grad``. A function that returns the
+        output of a forward pass after ``model.eval()`` is left alone: its caller may
+        differentiate it (input gradients of a model in eval mode).
 
     Example:
         ```python
@@ -158,6 +188,15 @@ class EvalWithoutNoGrad(Rule):
             return
         if not ctx.loops and self._straight_forward(node, ctx) or self._eval_only(node, ctx):
             return
+        if not ctx.loops and self._eval_named(ctx):
+            closure = _forwarding_closure(node, ctx)
+            if closure is not None:
+                ctx.report(self, node, (
+                    f"{describe(node.func)}() is given {closure}(), which runs forward "
+                    f"passes, in {ctx.fn.name}() outside torch.no_grad(): each call records a "
+                    f"graph and saves activations that no backward() will use; call it under "
+                    f"torch.no_grad() or torch.inference_mode()"))
+                return
         how = None
         if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) or \
                 ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):

@@ -139,7 +139,16 @@ class GraphAccumulation(Rule):
         ``nn.Module``) that adds values computed from its tensor-annotated parameters to
         ``self.*`` (a metric's ``update(self, output: tuple[Tensor, Tensor])`` doing
         ``self._sum += F.cross_entropy(y_pred, y)``): called from a training loop with a
-        loss or a model output, it keeps every call's graph.
+        loss or a model output, it keeps every call's graph. A callable given to
+        ``__init__`` and annotated to return tensors
+        (``update_function: Callable[..., tuple[Tensor, int]]``) counts as such an argument.
+
+        Also flags a value kept in a container across a training loop whose body calls
+        ``backward()`` on one of the container's elements (``losses.append(step_loss)``
+        then ``losses[-1].backward()``): whatever the value's origin, it carries a graph;
+        and a forward hook (``layer.register_forward_hook(self.save)``) that appends its
+        output argument to ``self.*`` or to a list of the enclosing function, keeping one
+        graph per forward pass.
 
     Why:
         A tensor produced by a forward pass references its ``grad_fn``, and through it the
@@ -167,7 +176,10 @@ class GraphAccumulation(Rule):
         summed into a loss later in the same function (``sum(losses).backward()``) is
         intentional and not flagged. Loops over tiles, chunks or prompts that collect
         outputs (and return them) are part of a computation, not a per-step loop, and are
-        not flagged.
+        not flagged. A forward hook cannot know its caller's grad mode: a hook that
+        collects features only under ``torch.no_grad()`` is reported too (detaching there
+        is free). ``x = self.transform(x)``, with a callable given to ``__init__``, is
+        taken to pass ``x``'s graph through.
 
     Example:
         ```python
