@@ -28,6 +28,8 @@ __all__ = ["EvalWithoutNoGrad"]
 _EVAL_MODE = "TMM103.eval_mode"
 #: scratch key: ids of the functions whose straight-line forward pass was reported
 _STRAIGHT = "TMM103.straight"
+#: method names that run the object's model for inference (scikit-learn-style wrappers)
+_INFERENCE_METHODS = frozenset({"infer", "inference", "predict", "predict_proba"})
 #: scratch key: function id -> names of its nested functions that run forward passes
 _CLOSURES = "TMM103.closures"
 
@@ -43,6 +45,15 @@ def _returns_value(fn: ast.AST) -> bool:
         if t not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
             todo.extend(ast.iter_child_nodes(node))
     return False
+
+
+def _inference_method(call: ast.Call, ctx: Context) -> bool:
+    """``self.infer(x)`` / ``self.predict(x)`` after ``model.eval()``: a method of the
+    same object, defined out of sight (a base class of another file), named like
+    inference; taken to run a forward pass."""
+    func = call.func
+    return type(func) is ast.Attribute and type(func.value) is ast.Name and \
+        func.value.id == "self" and func.attr in _INFERENCE_METHODS
 
 
 def _forwarding_closure(call: ast.Call, ctx: Context) -> str | None:
@@ -78,7 +89,9 @@ class EvalWithoutNoGrad(Rule):
         train are evaluation code too. A call to a function of the same file that runs a
         forward pass and no ``backward()`` counts as a forward pass
         (``self._eval_step(batch)`` in the loop, ``run_epoch(valid_data, model)`` after
-        ``model.eval()``). When the loop keeps the outputs (``preds.append(out)``), the
+        ``model.eval()``); after ``model.eval()``, so does ``self.infer(x)`` /
+        ``self.predict(x)`` when the method is defined out of sight (a base class of
+        another file). When the loop keeps the outputs (``preds.append(out)``), the
         finding points at that line.
 
         Outside loops it flags: the first forward pass after ``model.eval()`` in a function
@@ -173,7 +186,9 @@ class EvalWithoutNoGrad(Rule):
         if summaries is None:
             return False
         callee = summaries.resolve(node.func, ctx.flow)
-        if callee is None or summaries._runs_backward(callee.node):
+        if callee is None:
+            return _inference_method(node, ctx)
+        if summaries._runs_backward(callee.node):
             return False
         summary = summaries.summarize(node, ctx.flow)
         return summary is not None and summary.forwards
