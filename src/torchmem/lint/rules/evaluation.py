@@ -12,7 +12,8 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import GRAPH, VALUE
-from torchmem.lint.knowledge import EVAL_FUNCTION
+from torchmem.lint.facts import key_of
+from torchmem.lint.knowledge import EVAL_FUNCTION, is_model_name, last_name
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._eval_attrs import eval_only_attr
@@ -44,6 +45,25 @@ def _returns_value(fn: ast.AST) -> bool:
             return True
         if t not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
             todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _has_weights(call: ast.Call, fn: ast.AST) -> bool:
+    """Whether the module ``call`` runs is known to have weights: it is named like a model
+    (``model``, ``net``, ``encoder``), or the function loads a state dict into it. A
+    parameter-free layer under test (``pool(x)``, ``DropPath``) records no graph."""
+    func = call.func
+    if type(func) is ast.Attribute and func.attr in ("forward", "forward_features"):
+        func = func.value
+    key = key_of(func)
+    if key is None:
+        return False
+    if is_model_name(last_name(key)):
+        return True
+    for sub in ast.walk(fn):
+        if type(sub) is ast.Call and type(sub.func) is ast.Attribute and \
+                sub.func.attr == "load_state_dict" and key_of(sub.func.value) == key:
+            return True
     return False
 
 
@@ -239,7 +259,8 @@ class EvalWithoutNoGrad(Rule):
         never differentiates (a one-shot inference script): reported once per function."""
         fn = ctx.fn
         if fn.facts.has_backward or fn.facts.has_step or not self._eval_mode(ctx) or \
-                not ctx.flow.is_forward(node, strict=True) or _returns_value(fn.node):
+                not ctx.flow.is_forward(node, strict=True) or _returns_value(fn.node) or \
+                not _has_weights(node, fn.node):
             return False  # a returned output may be differentiated by the caller
         seen = ctx.scratch.setdefault(_STRAIGHT, set())
         if id(fn.node) in seen:
