@@ -114,8 +114,10 @@ class EvalWithoutNoGrad(Rule):
         another file). When the loop keeps the outputs (``preds.append(out)``), the
         finding points at that line.
 
-        Outside loops it flags: the first forward pass after ``model.eval()`` in a function
-        that neither differentiates nor returns a value (a one-shot inference script); a
+        Outside loops it flags: the first forward pass after ``model.eval()`` of a module
+        known to have weights (named like a model, or loaded with ``load_state_dict``) in
+        a function that neither differentiates nor returns a value (a one-shot inference
+        script); a
         forward pass of ``self.X`` in a plain class (not an ``nn.Module``) whose
         ``__init__`` puts ``self.X`` in eval mode and that never calls ``self.X.train()``
         (a scorer or a feature extractor); and, in evaluation code, a call given a nested
