@@ -16,7 +16,6 @@ Only plain local names (not parameters, not attributes) are treated so.
 from __future__ import annotations
 
 import ast
-from collections import Counter
 from typing import TYPE_CHECKING
 
 from torchmem.lint.kinds import TYPE, VALUE, meet
@@ -29,42 +28,38 @@ __all__ = ["join_branches"]
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
            ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCRATCH = "joins.stores"
+#: at most this many names are reconsidered per join (keeps long elif chains linear)
+_MAX_KEYS = 16
 
 
-def _stores(nodes: list[ast.stmt]) -> tuple[Counter[str], set[str]]:
-    """How often each plain name is bound in ``nodes`` (own scope only), and the names
-    whose every binding there is ``name = None``."""
-    count: Counter[str] = Counter()
-    other: set[str] = set()
-    nones: set[str] = set()
-    todo: list[ast.AST] = list(nodes)
-    while todo:
-        node = todo.pop()
-        t = type(node)
-        if t is ast.Name and type(node.ctx) is ast.Store:  # type: ignore[attr-defined]
-            count[node.id] += 1  # type: ignore[attr-defined]
-        elif t is ast.Assign and len(node.targets) == 1 and \
-                type(node.targets[0]) is ast.Name:  # type: ignore[attr-defined]
-            name = node.targets[0].id  # type: ignore[attr-defined]
-            value = node.value  # type: ignore[attr-defined]
-            (nones if type(value) is ast.Constant and value.value is None else other).add(name)
-        if t in _SCOPES and node not in nodes:
-            continue
-        todo.extend(ast.iter_child_nodes(node))
-    for name in count:
-        if name not in nones:
-            other.add(name)
-    return count, nones - other
-
-
-def _function_stores(ctx: Context) -> Counter[str]:
+def _index(ctx: Context) -> dict[str, list[tuple[int, bool]]]:
+    """``name -> [(line, bound to None)]`` for every binding of a plain name in the current
+    function (own scope only), computed once per function."""
     memo = ctx.scratch.setdefault(_SCRATCH, {})
     node = ctx.fn.node
     found = memo.get(id(node))
-    if found is None:
-        body = getattr(node, "body", [])
-        found = memo[id(node)] = _stores(body)[0]
+    if found is not None:
+        return found
+    found = {}
+    nones: set[int] = set()
+    todo: list[ast.AST] = list(getattr(node, "body", []))
+    while todo:
+        sub = todo.pop()
+        t = type(sub)
+        if t is ast.Assign and len(sub.targets) == 1 and type(sub.targets[0]) is ast.Name \
+                and type(sub.value) is ast.Constant and sub.value.value is None:  # type: ignore[attr-defined]
+            nones.add(id(sub.targets[0]))  # type: ignore[attr-defined]
+        elif t is ast.Name and type(sub.ctx) is ast.Store:  # type: ignore[attr-defined]
+            found.setdefault(sub.id, []).append((sub.lineno, id(sub) in nones))  # type: ignore[attr-defined]
+        if t in _SCOPES:
+            continue
+        todo.extend(ast.iter_child_nodes(sub))
+    memo[id(node)] = found
     return found
+
+
+def _in_body(line: int, body: list[ast.stmt]) -> bool:
+    return bool(body) and body[0].lineno <= line <= (body[-1].end_lineno or body[-1].lineno)
 
 
 def join_branches(ends: list[tuple[list[ast.stmt], dict[str, int]]],
@@ -81,17 +76,17 @@ def join_branches(ends: list[tuple[list[ast.stmt], dict[str, int]]],
     keys -= {k for k in keys if env.get(k, 0) & VALUE}
     params = ctx.fn.facts.params
     keys = {k for k in keys if k not in params}
-    if not keys:
+    if not keys or len(keys) > _MAX_KEYS:
         return env
-    everywhere = _function_stores(ctx)
-    per_branch = [_stores(body) for body, _ in ends]
-    inside: Counter[str] = Counter()
-    for count, _ in per_branch:
-        inside.update(count)
+    index = _index(ctx)
     for key in keys:
+        stores = index.get(key, [])
+        per_branch = [[none for line, none in stores if _in_body(line, body)]
+                      for body, _ in ends]
+        inside = sum(len(b) for b in per_branch)
         informed = []
-        for (body, e), (count, nones) in zip(ends, per_branch):
-            if key in nones or not count[key] and everywhere[key] == inside[key]:
+        for (_, e), bound in zip(ends, per_branch):
+            if bound and all(bound) or not bound and inside == len(stores):
                 continue  # None only, or unbound on this path
             informed.append(e.get(key, 0))
         if not informed or len(informed) == len(ends):
