@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.dataflow import Flow
     from torchmem.lint.summaries import Summary
 
-__all__ = ["tensor_callables", "callback_summary", "GIVEN_GRAPHS"]
+__all__ = ["GIVEN_GRAPHS", "callback_summary", "tensor_callables"]
 
 #: scratch key set while a method is walked as if given graphs
 GIVEN_GRAPHS = "callbacks.given_graphs"

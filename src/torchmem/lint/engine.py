@@ -21,14 +21,14 @@ import sys
 from typing import Any, Callable, Iterable
 
 from torchmem.lint.callers import mentions_no_grad, no_grad_functions
-from torchmem.lint.hooks import forward_hooks
 from torchmem.lint.context import Context, FunctionState, LoopState
+from torchmem.lint.hooks import forward_hooks
 from torchmem.lint.registry import Rule, select_rules
 from torchmem.lint.summaries import Summaries
 from torchmem.lint.violation import LintSyntaxError, Violation
 from torchmem.lint.walker import Walker
 
-__all__ = ["lint_source", "parse", "Context", "LoopState", "FunctionState", "Walker"]
+__all__ = ["Context", "FunctionState", "LoopState", "Walker", "lint_source", "parse"]
 
 _Walker = Walker  # the name used before the walker had its own module
 

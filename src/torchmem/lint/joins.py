@@ -46,8 +46,9 @@ def _index(ctx: Context) -> dict[str, list[tuple[int, bool]]]:
     while todo:
         sub = todo.pop()
         t = type(sub)
-        if t is ast.Assign and len(sub.targets) == 1 and type(sub.targets[0]) is ast.Name \
-                and type(sub.value) is ast.Constant and sub.value.value is None:  # type: ignore[attr-defined]
+        if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and \
+                type(sub.targets[0]) is ast.Name and type(sub.value) is ast.Constant and \
+                sub.value.value is None:
             nones.add(id(sub.targets[0]))  # type: ignore[attr-defined]
         elif t is ast.Name and type(sub.ctx) is ast.Store:  # type: ignore[attr-defined]
             found.setdefault(sub.id, []).append((sub.lineno, id(sub) in nones))  # type: ignore[attr-defined]
@@ -70,7 +71,7 @@ def join_branches(ends: list[tuple[list[ast.stmt], dict[str, int]]],
         env = meet(env, other)
     if len(ends) < 2:
         return env
-    keys = set()
+    keys: set[str] = set()
     for _, e in ends:
         keys.update(k for k, v in e.items() if v & VALUE and "." not in k)
     keys -= {k for k in keys if env.get(k, 0) & VALUE}

@@ -16,9 +16,9 @@ from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import EVAL_FUNCTION, is_model_name, last_name
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import accumulation, describe
-from torchmem.lint.rules._eval_attrs import eval_only_attr
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
+from torchmem.lint.rules._eval_attrs import eval_only_attr
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, LoopState
@@ -41,7 +41,8 @@ def _returns_value(fn: ast.AST) -> bool:
     while todo:
         node = todo.pop()
         t = type(node)
-        if t is ast.Return and node.value is not None or t is ast.Yield or t is ast.YieldFrom:
+        if isinstance(node, ast.Return) and node.value is not None or t is ast.Yield or \
+                t is ast.YieldFrom:
             return True
         if t not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
             todo.extend(ast.iter_child_nodes(node))
@@ -88,7 +89,8 @@ def _forwarding_closure(call: ast.Call, ctx: Context) -> str | None:
     if found is None:  # once per function: the nested functions that run forward passes
         found = memo[id(ctx.fn.node)] = {
             stmt.name for stmt in ast.walk(ctx.fn.node)
-            if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef) and stmt is not ctx.fn.node
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and stmt is not ctx.fn.node
             and any(type(sub) is ast.Call and ctx.flow.is_forward(sub, strict=True)
                     for sub in ast.walk(stmt))}
     return next((n for n in names if n in found), None)

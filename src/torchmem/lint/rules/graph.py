@@ -34,10 +34,10 @@ from torchmem.lint.rules._common import (
 from torchmem.lint.rules._common import (
     fresh as _fresh,
 )
-from torchmem.lint.rules._element_backward import element_store
 from torchmem.lint.rules._common import (
     trains as _trains,
 )
+from torchmem.lint.rules._element_backward import element_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
