@@ -17,7 +17,7 @@ from torchmem.lint.facts import key_of
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["beside_forward", "on_forward_path"]
+__all__ = ["beside_forward", "on_forward_path", "unconditional_in_forward"]
 
 _SCRATCH = "forward_path"
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -52,6 +52,46 @@ def _reachable(cls: ast.ClassDef) -> frozenset[str]:
                 seen.add(name)
                 todo.append(name)
     return frozenset(seen)
+
+
+def _guards(call: ast.Call, fn: ast.AST) -> list[ast.expr] | None:
+    """The tests of the ``if`` statements of ``fn`` around ``call`` (``None`` if not found)."""
+
+    def find(node: ast.AST, tests: list[ast.expr]) -> list[ast.expr] | None:
+        if node is call:
+            return tests
+        if node is not fn and isinstance(node, (*_FUNCS, ast.Lambda, ast.ClassDef)):
+            return None
+        if isinstance(node, ast.If):
+            found = find(node.test, tests)
+            inner = [*tests, node.test]
+            for stmt in node.body + node.orelse:
+                if found is None:
+                    found = find(stmt, inner)
+            return found
+        for child in ast.iter_child_nodes(node):
+            found = find(child, tests)
+            if found is not None:
+                return found
+        return None
+
+    return find(fn, [])
+
+
+def _device_check(test: ast.expr) -> bool:
+    """``q.device.type == "cuda"``, ``x.is_cuda``, ``torch.cuda.is_available()``: a guard
+    that picks the device's code path and stays true on every call."""
+    for sub in ast.walk(test):
+        if type(sub) is ast.Attribute and sub.attr in ("device", "is_cuda", "is_available"):
+            return True
+    return False
+
+
+def unconditional_in_forward(call: ast.Call, ctx: Context) -> bool:
+    """Whether ``call`` runs on every call of the current function: outside any ``if``, or
+    only under device checks (not under an option such as ``if cfg.empty_cache:``)."""
+    guards = _guards(call, ctx.fn.node)
+    return guards is not None and all(_device_check(t) for t in guards)
 
 
 def on_forward_path(ctx: Context) -> bool:

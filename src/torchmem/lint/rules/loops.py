@@ -15,7 +15,11 @@ from torchmem.lint.dataflow import MODEL
 from torchmem.lint.facts import key_of, target_keys
 from torchmem.lint.knowledge import is_model_name, last_name
 from torchmem.lint.registry import Rule, register
-from torchmem.lint.rules._forward_path import beside_forward, on_forward_path
+from torchmem.lint.rules._forward_path import (
+    beside_forward,
+    on_forward_path,
+    unconditional_in_forward,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, LoopState
@@ -62,8 +66,9 @@ class EmptyCacheInLoop(Rule):
         tensors. Calling it every step costs milliseconds per step for nothing.
 
     Known problems:
-        In a module, a guard such as ``if q.device.type == "cuda"`` does not make the call
-        rare and is not taken as periodic; a flush beside a loop over batches (once per
+        In a module, a device check (``if q.device.type == "cuda":``) does not make the
+        call rare and is not taken as periodic, while any other condition (an option such
+        as ``if cfg.empty_unused_memory_level >= 1:``) is taken as the user's choice; a flush beside a loop over batches (once per
         epoch) is. A loop over a few very different workloads (one model per iteration) can have a
         reason to release cached blocks between them; that loop is not a training loop and
         is not flagged unless it iterates over a loader.
@@ -95,7 +100,8 @@ class EmptyCacheInLoop(Rule):
         if getattr(node.func, "attr", "") != "empty_cache" or \
                 ctx.qualname(node.func) not in _EMPTY_CACHE:
             return
-        if not ctx.loops and not ctx.handler_depth and on_forward_path(ctx):
+        if not ctx.loops and not ctx.handler_depth and on_forward_path(ctx) and \
+                unconditional_in_forward(node, ctx):
             via = "" if ctx.fn.name == "forward" else \
                 f" ({ctx.fn.name}() is called from forward())"
             ctx.report(self, node, (
