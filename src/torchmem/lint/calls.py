@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.facts import key_of
 from torchmem.lint.kinds import (
+    ACT,
     CONTAINER,
     GRAPH,
     LEAF,
@@ -51,7 +52,7 @@ from torchmem.lint.knowledge import (
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.dataflow import Flow
 
-__all__ = ["call_kind", "is_forward", "qualified_kind"]
+__all__ = ["call_kind", "is_forward", "qualified_kind", "transform_kind"]
 
 #: module methods that return the module itself
 _MODULE_SELF = frozenset({
@@ -262,6 +263,41 @@ def _named_callee(self: Flow, key: str, last: str, recv: ast.expr | None, node: 
             return MODEL
     return 0
 
+
+def transform_kind(self: Flow, target: ast.expr, value: ast.expr) -> int:
+    """Kind of ``x = self.transform(x)``: a callable the caller gave to ``__init__``,
+    applied to ``x`` and rebinding ``x``, is taken to transform the value (a reshape, a
+    post-processing step) and pass its graph through; 0 for anything else."""
+    if type(target) is not ast.Name or type(value) is not ast.Call:
+        return 0
+    func = value.func  # type: ignore[attr-defined]
+    if type(func) is not ast.Attribute or type(func.value) is not ast.Name or \
+            func.value.id != "self" or not any(
+                type(a) is ast.Name and a.id == target.id for a in value.args):  # type: ignore[attr-defined]
+        return 0
+    if not _supplied(self, func.attr):
+        return 0
+    return self.derive(self.kind(ast.Name(id=target.id, ctx=ast.Load()))) & (GRAPH | ACT)
+
+
+def _supplied(self: Flow, attr: str) -> bool:
+    """Whether ``self.<attr>`` is a callable given to the current class's ``__init__``."""
+    from torchmem.lint.classes import supplied_callables
+
+    ctx = self.ctx
+    fn = ctx.fn
+    summaries = ctx.summaries
+    if fn is None or fn.class_name is None or summaries is None:
+        return False
+    cls = summaries.classes.get(fn.class_name)
+    if cls is None:
+        return False
+    memo = ctx.scratch.setdefault("supplied_callables", {})
+    found = memo.get(id(cls))
+    if found is None:
+        found = memo[id(cls)] = supplied_callables(cls)
+    return attr in found
+
 def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
     """Whether ``call`` runs a module's forward pass (``model(x)``, ``self.net(x)``).
 
@@ -295,6 +331,8 @@ def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
         return False
     if key.endswith(".forward"):
         key = key[:-8]
+        if key.startswith("self.") and key.count(".") == 1:
+            return True  # self.pipeline.forward(batch): only modules are called so
     if self.env.get(key, 0) & MODEL:
         return True
     last = last_name(key)

@@ -16,7 +16,7 @@ from torchmem.lint.knowledge import last_name
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["class_attrs", "is_module_class", "SETUP_METHODS"]
+__all__ = ["class_attrs", "is_module_class", "supplied_callables", "SETUP_METHODS"]
 
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 #: methods whose ``self.<attr> = ...`` assignments define a class's attribute kinds
@@ -71,3 +71,26 @@ def is_module_class(node: ast.ClassDef, ctx: Context) -> bool:
                 "Module", "LightningModule", "PreTrainedModel") or tail.endswith("Module"):
             return True
     return False
+
+
+def supplied_callables(node: ast.ClassDef) -> frozenset[str]:
+    """Attributes that ``__init__`` sets from its own parameters and that the class does
+    not define as methods (``self.transform = transform``): callables (or values) the
+    caller supplies, whose calls the linter cannot see into."""
+    init = next((s for s in node.body if type(s) in _FUNC_TYPES
+                 and s.name == "__init__"), None)  # type: ignore[attr-defined]
+    if init is None:
+        return frozenset()
+    args = init.args  # type: ignore[attr-defined]
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    methods = {s.name for s in node.body if type(s) in _FUNC_TYPES}  # type: ignore[attr-defined]
+    out = set()
+    for stmt in ast.walk(init):
+        if type(stmt) is ast.Assign and len(stmt.targets) == 1 and \
+                type(stmt.value) is ast.Name and stmt.value.id in params:
+            target = stmt.targets[0]
+            if type(target) is ast.Attribute and type(target.value) is ast.Name and \
+                    target.value.id == "self" and target.attr not in methods:
+                out.add(target.attr)
+    return frozenset(out)
+

@@ -130,6 +130,8 @@ class Context:
         #: ``id()`` of the functions every call of which, in this file, runs under
         #: ``no_grad`` (:func:`torchmem.lint.callers.no_grad_functions`)
         self.quiet_functions: frozenset[int] = frozenset()
+        #: forward hooks of the file: id(function node) -> its output parameter
+        self.hook_outputs: dict[int, str] = {}
 
     # -- queries -------------------------------------------------------------------
     @property

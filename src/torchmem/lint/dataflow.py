@@ -7,7 +7,9 @@ bit set (:mod:`torchmem.lint.kinds`):
 - value kinds, tracked flow-sensitively and joined as *must* facts (a name is a graph
   tensor after an ``if`` only when it is one on both paths): :data:`GRAPH` (a value
   carrying autograd history), :data:`LEAF` (a leaf tensor that requires grad: a
-  parameter or ``requires_grad=True``), :data:`TENSOR` (a tensor without history), with
+  parameter or ``requires_grad=True``), :data:`TENSOR` (a tensor without history; a
+  branch that binds a name only to ``None``, or never binds a name bound nowhere else,
+  is left out of the join: :mod:`torchmem.lint.joins`), with
   the qualifiers :data:`TYPED` (known to be a ``torch.Tensor`` itself) and
   :data:`CONTAINER` (a list/tuple/dict literal holding such values);
 - type kinds, tracked flow-insensitively: :data:`MODEL` (an ``nn.Module``), :data:`OPTIM`,

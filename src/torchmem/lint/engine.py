@@ -22,12 +22,13 @@ from typing import Any, Callable, Iterable
 
 from torchmem.lint.callers import mentions_no_grad, no_grad_functions
 from torchmem.lint.context import Context, FunctionState, LoopState
+from torchmem.lint.hooks import forward_hooks
 from torchmem.lint.registry import Rule, select_rules
 from torchmem.lint.summaries import Summaries
 from torchmem.lint.violation import LintSyntaxError, Violation
 from torchmem.lint.walker import Walker
 
-__all__ = ["lint_source", "parse", "Context", "LoopState", "FunctionState", "Walker"]
+__all__ = ["Context", "FunctionState", "LoopState", "Walker", "lint_source", "parse"]
 
 _Walker = Walker  # the name used before the walker had its own module
 
@@ -161,6 +162,8 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         ctx.add_import(stmt)
     if mentions_no_grad(text):
         ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
+    if "register_forward_hook" in text:
+        ctx.hook_outputs = forward_hooks(tree)
     limit = sys.getrecursionlimit()
     try:
         # anything ast.parse accepts (long operator chains) must not exhaust the default limit

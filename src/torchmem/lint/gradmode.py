@@ -55,7 +55,9 @@ def requires_grad(ctx: Context, target: ast.expr, value: ast.expr | None) -> Non
     off = isinstance(value, ast.Constant) and value.value is False
     old = env.get(key, 0)
     if on:
-        env[key] = (old & TYPE) | 2
+        # a tensor with history keeps it (requires_grad_() of a non-leaf that already
+        # requires grad changes nothing); anything else becomes a leaf
+        env[key] = old if old & 1 else (old & TYPE) | 2
     elif off:
         env[key] = (old & TYPE) | (4 if old & VALUE else 0)
     else:

@@ -180,7 +180,7 @@ EVAL_LOADER_NAME = re.compile(r"(val|valid|validation|eval|test|dev)[a-z_]*(load
 #: function names that denote evaluation / inference code
 EVAL_FUNCTION = re.compile(
     r"^_*(evaluate|evaluation|eval|validate|validation|valid|val|predict|prediction|infer|"
-    r"inference|run_eval|run_validation|test_epoch|test_model|evaluate_model)(_|$)",
+    r"inference|run_eval|run_validation|test_epoch|test_model|evaluate_model|generate)(_|$)",
     re.IGNORECASE)
 
 

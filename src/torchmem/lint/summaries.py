@@ -29,8 +29,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
+from torchmem.lint.callbacks import GIVEN_GRAPHS, callback_summary, tensor_callables
 from torchmem.lint.facts import key_of
 from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
+from torchmem.lint.stored import keeps_graph
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
@@ -49,10 +51,6 @@ MAX_DEPTH = 3
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ADD_METHODS = frozenset({"append", "extend", "appendleft", "add", "insert"})
 #: calls that turn a tensor into a plain Python value (or a NumPy array): no graph
-_NUMBER_CALLS = frozenset({"float", "int", "bool", "len", "str", "repr", "item", "tolist",
-                           "numpy", "detach", "id", "hash", "round", "format", "isinstance"})
-
-
 class Summary(NamedTuple):
     """What one call does.
 
@@ -206,7 +204,7 @@ class Summaries:
         """The summary of ``call`` for the kinds of its arguments at this point."""
         callee = self.resolve(call.func, flow)
         if callee is None or self.walker is None:
-            return None
+            return callback_summary(call, flow) if callee is None else None
         ctx = flow.ctx
         kinds = _argument_kinds(callee, call, flow)
         key = (id(callee.node), tuple(sorted(kinds.items())), bool(ctx.no_grad))
@@ -325,41 +323,21 @@ class Summaries:
                 kinds[a.arg] = GRAPH | CONTAINER
             elif not whole or "Optional" in whole:
                 kinds[a.arg] = GRAPH | TYPED
-        if not kinds or id(node) in self._active:
+        if not kinds and not tensor_callables(cls) or id(node) in self._active:
             return None
         self._active.append(id(node))
+        ctx.scratch[GIVEN_GRAPHS] = True
         try:
             return self._walk(_Callee(node, cls, True), kinds, ctx)
         finally:
             self._active.pop()
+            ctx.scratch[GIVEN_GRAPHS] = False
 
 
 def _step_loop(flow: Flow) -> bool:
     """Whether the current point is in a loop over a data loader or a loop that calls
     ``backward()``/``step()`` itself: where an imported helper's summary matters."""
     return any(lp.loader or lp.training for lp in flow.ctx.loops)
-
-
-def keeps_graph(value: ast.expr, c: Context) -> bool:
-    """Whether storing ``value`` keeps an autograd graph: it carries one, or it is the
-    result of a call the linter cannot see into (``hvd.allreduce(val.cpu())``,
-    ``all_gather(x)``) made on a graph-carrying tensor: such a call is taken to pass the
-    graph through, unless its name says it returns a plain number (``float``, ``len``,
-    ``.item()``, ``.tolist()``, ``.numpy()``: their kinds are known and not graph-carrying).
-    """
-    kind = c.kind(value)
-    if kind & GRAPH:
-        return True
-    if kind or type(value) is not ast.Call:
-        return False
-    func = value.func  # type: ignore[attr-defined]
-    name = func.attr if type(func) is ast.Attribute else (
-        func.id if type(func) is ast.Name else "")
-    qual = c.qualname(func) or ""
-    if name in _NUMBER_CALLS or qual == "torch" or qual.startswith("torch."):
-        return False  # a plain number, or a torch call whose kind is known
-    args = list(value.args) + [kw.value for kw in value.keywords]  # type: ignore[attr-defined]
-    return any(keeps_graph(a, c) for a in args)
 
 
 def _merge(returns: list[int]) -> int:

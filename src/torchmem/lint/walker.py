@@ -12,12 +12,14 @@ import ast
 from typing import Callable, Iterable
 
 from torchmem.lint import facts as _facts
+from torchmem.lint.calls import transform_kind
 from torchmem.lint.classes import class_attrs, is_module_class
 from torchmem.lint.context import Context, FunctionState, LoopState
-from torchmem.lint.dataflow import LOADER, TYPE, VALUE, Flow, meet
+from torchmem.lint.dataflow import ACT, GRAPH, LOADER, TYPE, VALUE, Flow, meet
 from torchmem.lint.facts import key_of
 from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
+from torchmem.lint.joins import join_branches
 from torchmem.lint.knowledge import (
     EVAL_LOADER_NAME,
     LIGHTNING_NO_GRAD_HOOKS,
@@ -130,7 +132,7 @@ class Walker:
                     else:
                         flow.bind(target, kind)
                 else:
-                    flow.bind(target, kind)
+                    flow.bind(target, kind or transform_kind(flow, target, value))
                     if type(target) is ast.Name:
                         self._instance(target.id, value)
         elif cls is ast.AugAssign:
@@ -218,7 +220,7 @@ class Walker:
         ctx = self.ctx
         flow = ctx.fn.flow
         start = flow.env
-        ends: list[dict[str, int]] = []
+        ends: list[tuple[list[ast.stmt], dict[str, int]]] = []
         no_grad0 = ctx.no_grad
         ctx.cond_depth += 1
         for body in bodies:
@@ -226,16 +228,13 @@ class Walker:
             ctx.no_grad = no_grad0
             self.stmts(body)
             if not (body and isinstance(body[-1], _EXITS)):
-                ends.append(flow.env)
+                ends.append((body, flow.env))
         ctx.cond_depth -= 1
         ctx.no_grad = no_grad0
         if not ends:
             flow.env = start
             return
-        env = ends[0]
-        for other in ends[1:]:
-            env = meet(env, other)
-        flow.env = env
+        flow.env = join_branches(ends, ctx)
 
     def _with(self, node: ast.stmt) -> None:
         ctx = self.ctx
@@ -362,6 +361,9 @@ class Walker:
                     env[a.arg] = kind
                 else:
                     env.pop(a.arg, None)
+        hook_output = ctx.hook_outputs.get(id(node)) if ctx.hook_outputs else None
+        if hook_output is not None:
+            env[hook_output] = GRAPH | ACT  # the output of the forward pass just run
         no_grad = force_no_grad or id(node) in ctx.quiet_functions or any(
             is_no_grad_decorator(ctx.qualname(d.func if type(d) is ast.Call else d) or key_of(
                 d.func if type(d) is ast.Call else d)) for d in decorators or ())

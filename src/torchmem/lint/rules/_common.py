@@ -10,7 +10,8 @@ from torchmem.lint.facts import key_of
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
 
-__all__ = ["Accumulation", "accumulation", "is_forward_function", "STEP_FUNCTIONS",
+__all__ = ["Accumulation", "accumulation", "is_forward_function", "STEP_FUNCTIONS", "per_call",
+           "is_hook", "outer_container",
            "describe", "loop_kind_word", "trains", "fresh"]
 
 _ACC_METHODS = frozenset({"append", "appendleft", "extend", "insert", "add"})
@@ -19,6 +20,26 @@ _CONCAT = frozenset({"torch.cat", "torch.stack", "torch.vstack", "torch.hstack",
 
 #: methods a framework calls once per training step (their ``self.*`` containers persist)
 STEP_FUNCTIONS = frozenset({"training_step", "train_step", "training_step_end"})
+
+
+def is_hook(ctx: Context) -> bool:
+    """Whether the current function is a forward hook (:mod:`torchmem.lint.hooks`)."""
+    return bool(ctx.hook_outputs) and id(ctx.fn.node) in ctx.hook_outputs
+
+
+def per_call(ctx: Context) -> bool:
+    """Whether the current function runs once per step or per forward pass: a framework's
+    ``training_step``, or a forward hook."""
+    return ctx.fn.name in STEP_FUNCTIONS or is_hook(ctx)
+
+
+def outer_container(key: str, fn: FunctionState) -> bool:
+    """Whether ``key`` names an object that outlives a call of ``fn``: an attribute of
+    ``self``, or a name the function neither binds nor receives (a closure's list)."""
+    if key.startswith("self."):
+        return True
+    root = key.partition(".")[0]
+    return root not in fn.facts.assigned and root not in fn.facts.params
 
 
 class Accumulation(NamedTuple):
@@ -38,7 +59,7 @@ class Accumulation(NamedTuple):
 def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
     """Recognise a statement or call that adds a value to a longer-lived container.
 
-    ``xs.append(v)``, ``xs.extend(v)``, ``acc += v``, ``acc = acc + v``, ``d[k] = v`` (with a
+    ``xs.append(v)``, ``xs.extend(v)``, ``acc += v`` (``d[k] += v`` too), ``acc = acc + v``, ``d[k] = v`` (with a
     non-constant key), ``acc = torch.cat([acc, v])``.
     """
     t = type(node)
@@ -63,7 +84,10 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
     if t is ast.AugAssign:
         if type(node.op) is not ast.Add:  # type: ignore[attr-defined]
             return None
-        key = key_of(node.target)  # type: ignore[attr-defined]
+        target = node.target  # type: ignore[attr-defined]
+        while type(target) is ast.Subscript:  # totals[name] += v: the dict persists
+            target = target.value
+        key = key_of(target)
         if key is None:
             return None
         return Accumulation(key, node.value, "add")  # type: ignore[attr-defined]

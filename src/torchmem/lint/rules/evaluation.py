@@ -12,11 +12,13 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import GRAPH, VALUE
-from torchmem.lint.knowledge import EVAL_FUNCTION
+from torchmem.lint.facts import key_of
+from torchmem.lint.knowledge import EVAL_FUNCTION, is_model_name, last_name
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
+from torchmem.lint.rules._eval_attrs import eval_only_attr
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, LoopState
@@ -25,6 +27,73 @@ __all__ = ["EvalWithoutNoGrad"]
 
 #: scratch key: function id -> loop depth at its ``model.eval()``
 _EVAL_MODE = "TMM103.eval_mode"
+#: scratch key: ids of the functions whose straight-line forward pass was reported
+_STRAIGHT = "TMM103.straight"
+#: method names that run the object's model for inference (scikit-learn-style wrappers)
+_INFERENCE_METHODS = frozenset({"infer", "inference", "predict", "predict_proba"})
+#: scratch key: function id -> names of its nested functions that run forward passes
+_CLOSURES = "TMM103.closures"
+
+
+def _returns_value(fn: ast.AST) -> bool:
+    """Whether function ``fn`` returns or yields a value (nested functions aside)."""
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        t = type(node)
+        if isinstance(node, ast.Return) and node.value is not None or t is ast.Yield or \
+                t is ast.YieldFrom:
+            return True
+        if t not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _has_weights(call: ast.Call, fn: ast.AST) -> bool:
+    """Whether the module ``call`` runs is known to have weights: it is named like a model
+    (``model``, ``net``, ``encoder``), or the function loads a state dict into it. A
+    parameter-free layer under test (``pool(x)``, ``DropPath``) records no graph."""
+    func = call.func
+    if type(func) is ast.Attribute and func.attr in ("forward", "forward_features"):
+        func = func.value
+    key = key_of(func)
+    if key is None:
+        return False
+    if is_model_name(last_name(key)):
+        return True
+    for sub in ast.walk(fn):
+        if type(sub) is ast.Call and type(sub.func) is ast.Attribute and \
+                sub.func.attr == "load_state_dict" and key_of(sub.func.value) == key:
+            return True
+    return False
+
+
+def _inference_method(call: ast.Call, ctx: Context) -> bool:
+    """``self.infer(x)`` / ``self.predict(x)`` after ``model.eval()``: a method of the
+    same object, defined out of sight (a base class of another file), named like
+    inference; taken to run a forward pass."""
+    func = call.func
+    return type(func) is ast.Attribute and type(func.value) is ast.Name and \
+        func.value.id == "self" and func.attr in _INFERENCE_METHODS
+
+
+def _forwarding_closure(call: ast.Call, ctx: Context) -> str | None:
+    """The name of a function defined in the current function, passed to ``call`` as an
+    argument (a decoding step handed to a beam search), whose body runs a forward pass."""
+    names = [a.id for a in call.args if type(a) is ast.Name] + [
+        kw.value.id for kw in call.keywords if type(kw.value) is ast.Name]
+    if not names:
+        return None
+    memo = ctx.scratch.setdefault(_CLOSURES, {})
+    found = memo.get(id(ctx.fn.node))
+    if found is None:  # once per function: the nested functions that run forward passes
+        found = memo[id(ctx.fn.node)] = {
+            stmt.name for stmt in ast.walk(ctx.fn.node)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and stmt is not ctx.fn.node
+            and any(type(sub) is ast.Call and ctx.flow.is_forward(sub, strict=True)
+                    for sub in ast.walk(stmt))}
+    return next((n for n in names if n in found), None)
 
 
 @register
@@ -34,15 +103,27 @@ class EvalWithoutNoGrad(Rule):
     What:
         Flags a forward pass (``model(x)``) inside a loop of evaluation code that is not
         under ``torch.no_grad()`` / ``torch.inference_mode()``. Evaluation code is a
-        function named like ``evaluate``/``validate``/``predict``/``infer``, or one that
-        calls ``model.eval()``, or a loop over a ``val_loader``/``test_loader``, with no
+        function named like ``evaluate``/``validate``/``predict``/``infer``/``generate``,
+        or one that calls ``model.eval()``, or a loop over a ``val_loader``/``test_loader``,
+        with no
         ``backward()`` or optimizer ``step()`` in the function. In a function that also
         trains, the loops after ``model.eval()`` (and before ``model.train()``) that do not
         train are evaluation code too. A call to a function of the same file that runs a
         forward pass and no ``backward()`` counts as a forward pass
         (``self._eval_step(batch)`` in the loop, ``run_epoch(valid_data, model)`` after
-        ``model.eval()``). When the loop keeps the outputs (``preds.append(out)``), the
+        ``model.eval()``); after ``model.eval()``, so does ``self.infer(x)`` /
+        ``self.predict(x)`` when the method is defined out of sight (a base class of
+        another file). When the loop keeps the outputs (``preds.append(out)``), the
         finding points at that line.
+
+        Outside loops it flags: the first forward pass after ``model.eval()`` of a module
+        known to have weights (named like a model, or loaded with ``load_state_dict``) in
+        a function that neither differentiates nor returns a value (a one-shot inference
+        script); a
+        forward pass of ``self.X`` in a plain class (not an ``nn.Module``) whose
+        ``__init__`` puts ``self.X`` in eval mode and that never calls ``self.X.train()``
+        (a scorer or a feature extractor); and, in evaluation code, a call given a nested
+        function that runs forward passes (a decoding ``step()`` handed to a beam search).
 
     Why:
         ``model.eval()`` switches dropout and batch-norm behaviour; it does not stop
@@ -57,7 +138,9 @@ class EvalWithoutNoGrad(Rule):
         is) is taken to run under ``no_grad``; one called from other files, or passed as
         a callback, is judged on its own (add ``@torch.no_grad()`` to it, which is
         harmless). Decorators named like ``no_grad``/``inference_mode`` (a project's
-        ``@smart_inference_mode()``) count as ``no_grad``.
+        ``@smart_inference_mode()``) count as ``no_grad``. A function that returns the
+        output of a forward pass after ``model.eval()`` is left alone: its caller may
+        differentiate it (input gradients of a model in eval mode).
 
     Example:
         ```python
@@ -127,7 +210,9 @@ class EvalWithoutNoGrad(Rule):
         if summaries is None:
             return False
         callee = summaries.resolve(node.func, ctx.flow)
-        if callee is None or summaries._runs_backward(callee.node):
+        if callee is None:
+            return _inference_method(node, ctx)
+        if summaries._runs_backward(callee.node):
             return False
         summary = summaries.summarize(node, ctx.flow)
         return summary is not None and summary.forwards
@@ -140,6 +225,17 @@ class EvalWithoutNoGrad(Rule):
             return
         if ctx.no_grad:
             return
+        if not ctx.loops and self._straight_forward(node, ctx) or self._eval_only(node, ctx):
+            return
+        if not ctx.loops and self._eval_named(ctx):
+            closure = _forwarding_closure(node, ctx)
+            if closure is not None:
+                ctx.report(self, node, (
+                    f"{describe(node.func)}() is given {closure}(), which runs forward "
+                    f"passes, in {ctx.fn.name}() outside torch.no_grad(): each call records a "
+                    f"graph and saves activations that no backward() will use; call it under "
+                    f"torch.no_grad() or torch.inference_mode()"))
+                return
         how = None
         if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) or \
                 ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):
@@ -161,6 +257,46 @@ class EvalWithoutNoGrad(Rule):
         entry = notes[id(ctx.loops[-1].node)]
         if entry[0] is None:
             entry[0] = (node, how)
+
+    def _straight_forward(self, node: ast.Call, ctx: Context) -> bool:
+        """The first forward pass after ``model.eval()`` outside any loop, in a function that
+        never differentiates (a one-shot inference script): reported once per function."""
+        fn = ctx.fn
+        if fn.facts.has_backward or fn.facts.has_step or not self._eval_mode(ctx) or \
+                not ctx.flow.is_forward(node, strict=True) or _returns_value(fn.node) or \
+                not _has_weights(node, fn.node):
+            return False  # a returned output may be differentiated by the caller
+        seen = ctx.scratch.setdefault(_STRAIGHT, set())
+        if id(fn.node) in seen:
+            return True
+        seen.add(id(fn.node))
+        ctx.report(self, node, (
+            f"forward pass {describe(node.func)}() after .eval() runs outside "
+            f"torch.no_grad(), in a function that never calls backward(): autograd records a "
+            f"graph and saves activations that no backward() will use; run it under "
+            f"torch.no_grad() or torch.inference_mode()"))
+        return True
+
+    def _eval_only(self, node: ast.Call, ctx: Context) -> bool:
+        """``self.lm(x)`` in a method of a plain class whose ``__init__`` put ``self.lm``
+        in eval mode for good, in a method that never differentiates: reported once per
+        method."""
+        fn = ctx.fn
+        if fn.name == "__init__" or fn.facts.has_backward or fn.facts.has_step or \
+                fn.facts.grad_calls:
+            return False
+        attr = eval_only_attr(node, ctx)
+        if attr is None:
+            return False
+        seen = ctx.scratch.setdefault(_STRAIGHT, set())
+        if id(fn.node) not in seen:
+            seen.add(id(fn.node))
+            ctx.report(self, node, (
+                f"forward pass {describe(node.func)}() outside torch.no_grad(): "
+                f"{fn.class_name}.__init__ puts self.{attr} in eval mode and nothing trains it, "
+                f"yet each call of {fn.name}() records a graph and saves activations that no "
+                f"backward() will use; run it under torch.no_grad() or torch.inference_mode()"))
+        return True
 
     def _eval_named(self, ctx: Context) -> bool:
         fn = ctx.fn

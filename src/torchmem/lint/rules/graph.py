@@ -15,8 +15,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from torchmem.lint.dataflow import CONTAINER, GRAPH, TYPED, VALUE
-from torchmem.lint.facts import key_of
+from torchmem.lint.dataflow import CONTAINER, GRAPH, LEAF, TENSOR, TYPED, VALUE
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._callee_stores import (
     accumulating_method,
@@ -24,11 +23,13 @@ from torchmem.lint.rules._callee_stores import (
     is_plain_tensor,
 )
 from torchmem.lint.rules._common import (
-    STEP_FUNCTIONS,
     Accumulation,
     accumulation,
     describe,
     is_forward_function,
+    is_hook,
+    outer_container,
+    per_call,
 )
 from torchmem.lint.rules._common import (
     fresh as _fresh,
@@ -36,11 +37,12 @@ from torchmem.lint.rules._common import (
 from torchmem.lint.rules._common import (
     trains as _trains,
 )
+from torchmem.lint.rules._element_backward import element_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
 
-__all__ = ["GraphAccumulation", "RetainGraphInLoop"]
+__all__ = ["GraphAccumulation"]
 
 _DETACH_FIX = {"append": "keep {v}.detach() (or {v}.item() for a scalar)",
                "add": "add {v}.item() (or {v}.detach())",
@@ -92,7 +94,7 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     per-step hook (``training_step``)."""
     if ctx.fn is None:
         return None
-    step_fn = ctx.fn.name in STEP_FUNCTIONS
+    step_fn = per_call(ctx)
     if not ctx.loops and not step_fn:
         return None
     acc = accumulation(node, ctx)
@@ -102,7 +104,8 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     if not kind & GRAPH:
         return None
     loops = ctx.persistent_loops(acc.key)
-    if not loops and not (step_fn and acc.key.startswith("self.")):
+    if not loops and not (step_fn and (acc.key.startswith("self.") or is_hook(ctx) and
+                                       outer_container(acc.key, ctx.fn))):
         return None
     facts = ctx.fn.facts
     if acc.key in facts.backward_names():
@@ -136,7 +139,16 @@ class GraphAccumulation(Rule):
         ``nn.Module``) that adds values computed from its tensor-annotated parameters to
         ``self.*`` (a metric's ``update(self, output: tuple[Tensor, Tensor])`` doing
         ``self._sum += F.cross_entropy(y_pred, y)``): called from a training loop with a
-        loss or a model output, it keeps every call's graph.
+        loss or a model output, it keeps every call's graph. A callable given to
+        ``__init__`` and annotated to return tensors
+        (``update_function: Callable[..., tuple[Tensor, int]]``) counts as such an argument.
+
+        Also flags a value kept in a container across a training loop whose body calls
+        ``backward()`` on one of the container's elements (``losses.append(step_loss)``
+        then ``losses[-1].backward()``): whatever the value's origin, it carries a graph;
+        and a forward hook (``layer.register_forward_hook(self.save)``) that appends its
+        output argument to ``self.*`` or to a list of the enclosing function, keeping one
+        graph per forward pass.
 
     Why:
         A tensor produced by a forward pass references its ``grad_fn``, and through it the
@@ -164,7 +176,10 @@ class GraphAccumulation(Rule):
         summed into a loss later in the same function (``sum(losses).backward()``) is
         intentional and not flagged. Loops over tiles, chunks or prompts that collect
         outputs (and return them) are part of a computation, not a per-step loop, and are
-        not flagged.
+        not flagged. A forward hook cannot know its caller's grad mode: a hook that
+        collects features only under ``torch.no_grad()`` is reported too (detaching there
+        is free). ``x = self.transform(x)``, with a callable given to ``__init__``, is
+        taken to pass ``x``'s graph through.
 
     Example:
         ```python
@@ -195,14 +210,30 @@ class GraphAccumulation(Rule):
     fix_title = "Detach the value before keeping it"
     fix_safety = "unsafe"
 
+    def _check_element(self, node: ast.AST, ctx: Context) -> None:
+        """``losses.append(v)`` in a loop that calls ``losses[-1].backward()``."""
+        found = element_store(node, ctx)
+        if found is None or ctx.kind(found.value) & (GRAPH | LEAF | TENSOR) == TENSOR:
+            return  # a tensor known to hold no history (v.detach())
+        v = describe(found.value)
+        kept = "is kept in" if found.how == "append" else "is stored in"
+        ctx.report(self, found.value, (
+            f"'{v}' {kept} '{found.key}', an element of which this loop differentiates "
+            f"(line {found.call.lineno}), so it carries an autograd graph; '{found.key}' "
+            f"outlives each iteration of the training loop: every iteration's graph stays "
+            f"alive; keep a detached copy (.detach(), or .item() for a scalar) and "
+            f"differentiate the fresh value"))
+
     def _check(self, node: ast.AST, ctx: Context) -> None:
         found = _graph_accumulation(node, ctx)
         if found is None:
+            if ctx.loops and type(node) is not ast.AugAssign:
+                self._check_element(node, ctx)
             return
         acc, loops, step_fn = found
         fn = ctx.fn
         training = any(_trains(lp, ctx) for lp in loops)
-        if is_forward_function(fn, ctx) and not training:
+        if is_forward_function(fn, ctx) and not training and not is_hook(ctx):
             return
         if not training:
             if fn.is_eval() or any(lp.eval_loader for lp in loops):
@@ -222,6 +253,8 @@ class GraphAccumulation(Rule):
                 }[acc.how]
         span = "each call of this training step" if step_fn and not loops else \
             f"each iteration of the {where}"
+        if is_hook(ctx) and not loops:
+            span = "each forward pass that calls this hook"
         part = _graph_part(acc.value, ctx)
         msg = (f"'{v}' carries an autograd graph and {verb}, which outlives {span}: every "
                f"iteration's graph stays alive; {_advice(acc.how, part, ctx)}")
@@ -238,7 +271,7 @@ class GraphAccumulation(Rule):
         found = callee_store(node, ctx)
         if found is None:
             return
-        step_fn = ctx.fn.name in STEP_FUNCTIONS
+        step_fn = per_call(ctx)
         training = any(_trains(lp, ctx) for lp in found.loops)
         if not training and not step_fn and not any(lp.loader for lp in found.loops):
             return
@@ -267,7 +300,7 @@ class GraphAccumulation(Rule):
         ctx.report(self, node, msg, fix)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if type(node.func) is ast.Attribute and (ctx.loops or ctx.fn.name in STEP_FUNCTIONS):
+        if type(node.func) is ast.Attribute and (ctx.loops or per_call(ctx)):
             self._check(node, ctx)
             self._check_callee(node, ctx)
 
@@ -281,8 +314,10 @@ class GraphAccumulation(Rule):
             tensor = bool(kind & TYPED) and not kind & CONTAINER
             how = (f"keep {v}.detach()" if tensor else
                    f"keep detached copies of the tensors in {v}")
-            msg = (f"'{describe(value)}' is computed from the tensor arguments of "
-                   f"{state.name}() and kept in '{container}', which lives as long as the "
+            msg = (f"'{describe(value)}' is computed from the tensors {state.name}() "
+                   f"receives (tensor-annotated arguments, or callables given to __init__ "
+                   f"annotated to return tensors) and kept in '{container}', which lives as "
+                   f"long as the "
                    f"object: when {state.name}() is called with tensors that carry an autograd "
                    f"graph (a loss or model output during training), every call's graph stays "
                    f"alive; {how}")
@@ -293,98 +328,9 @@ class GraphAccumulation(Rule):
             ctx.report(self, value, msg, fix)
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
-        if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
+        if ctx.loops or per_call(ctx):
             self._check(node, ctx)
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
-        if ctx.loops or ctx.fn.name in STEP_FUNCTIONS:
+        if ctx.loops or per_call(ctx):
             self._check(node, ctx)
-
-
-@register
-class RetainGraphInLoop(Rule):
-    """``backward(retain_graph=True)`` or ``create_graph=True`` in a loop with no second backward.
-
-    What:
-        Flags ``loss.backward(retain_graph=True)``, ``backward(create_graph=True)`` and
-        ``torch.autograd.grad(..., retain_graph=True)`` inside a loop whose body runs no
-        other ``backward()``/``grad()`` that could use the retained graph, when the loss is
-        computed anew in the loop; and ``retain_graph=True`` on the last of several
-        backward calls of an iteration.
-
-    Why:
-        ``retain_graph=True`` keeps every activation saved for backward alive after the
-        backward pass, for as long as the loss is referenced: the previous iteration's
-        graph survives through the next forward pass (up to twice the activation memory),
-        and if anything links iterations (a hidden state, an accumulated loss) the retained
-        graphs pile up. ``create_graph=True`` on ``backward()`` also creates a reference
-        cycle between each parameter and its gradient. A retained graph is only needed
-        when a second backward pass goes through the same graph.
-
-    Known problems:
-        A second backward through the same graph that happens in another function (or a
-        later iteration on purpose) is not seen.
-
-    Example:
-        ```python
-        for x, y in loader:
-            loss = criterion(model(x), y)
-            loss.backward(retain_graph=True)
-            optimizer.step()
-        ```
-
-    Use instead:
-        ```python
-        for x, y in loader:
-            loss = criterion(model(x), y)
-            loss.backward()
-            optimizer.step()
-        ```
-    """
-
-    code = "TMM104"
-    name = "retain-graph-in-loop"
-    summary = "retain_graph=True / create_graph=True in a loop without a second backward"
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.loops or not node.keywords:
-            return
-        func = node.func
-        if type(func) is not ast.Attribute:
-            if ctx.qualname(func) not in ("torch.autograd.grad", "torch.autograd.backward"):
-                return
-        elif func.attr != "backward" and ctx.qualname(func) not in (
-                "torch.autograd.grad", "torch.autograd.backward"):
-            return
-        flag = None
-        for kw in node.keywords:
-            if kw.arg in ("retain_graph", "create_graph") and isinstance(
-                    kw.value, ast.Constant) and kw.value.value is True:
-                flag = kw
-                break
-        if flag is None:
-            return
-        if flag.arg == "create_graph" and not (type(func) is ast.Attribute
-                                               and func.attr == "backward"):
-            return  # grad(..., create_graph=True): a gradient penalty or a Hessian term is
-            # differentiated again through the loss it is added to, which frees the graph
-        loop = ctx.loops[-1]
-        calls = loop.facts.backward + loop.facts.grad_calls
-        last = max(calls, key=lambda c: (c.lineno, c.col_offset)) if calls else node
-        if len(calls) > 1 and not (last is node and flag.arg == "retain_graph"):
-            return  # an earlier backward keeps the graph for a later one: needed
-        if type(func) is ast.Attribute and func.attr == "backward":
-            recv = key_of(func.value) or ""
-            root: ast.AST = node.args[0] if (node.args and recv.rpartition(".")[2] in (
-                "accelerator", "fabric", "scaler")) else func.value
-        else:
-            root = node.args[0] if node.args else node
-        computed = {k for k, v in loop.facts.assigns if v is not None}
-        if not any((type(s) is ast.Name or type(s) is ast.Attribute) and key_of(s) in computed
-                   for s in ast.walk(root)) and not any(type(s) is ast.Call for s in ast.walk(root)):
-            return  # differentiating something computed before the loop, on purpose
-        what = ("the last backward of the iteration" if len(calls) > 1 else
-                "a loop whose body has no second backward through this graph")
-        ctx.report(self, flag, (
-            f"{flag.arg}=True in {what}: each iteration's saved activations stay alive "
-            f"until the loss is replaced; drop {flag.arg}=True"))

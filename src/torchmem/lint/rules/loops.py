@@ -15,6 +15,11 @@ from torchmem.lint.dataflow import MODEL
 from torchmem.lint.facts import key_of, target_keys
 from torchmem.lint.knowledge import is_model_name, last_name
 from torchmem.lint.registry import Rule, register
+from torchmem.lint.rules._forward_path import (
+    beside_forward,
+    on_forward_path,
+    unconditional_in_forward,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, LoopState
@@ -45,7 +50,13 @@ class EmptyCacheInLoop(Rule):
 
     What:
         Flags ``torch.cuda.empty_cache()`` (and the ``mps``/``xpu`` variants) called
-        unconditionally in the body of a training loop or a loop over a data loader.
+        unconditionally in the body of a training loop or a loop over a data loader, and
+        called in an ``nn.Module``'s ``forward()`` or in a method of the same class that
+        ``forward()`` calls (outside an ``except`` handler): it then runs on every forward
+        pass, in whatever loop drives the model; and, in any other loop, called in the
+        same block as a forward pass (directly or through a function of the same file,
+        ``self.pipeline.forward(batch)`` included): a request loop's
+        ``if method == "forward":`` branch flushes the cache with every request.
 
     Why:
         ``empty_cache()`` frees no tensor: it only hands the caching allocator's unused
@@ -55,7 +66,10 @@ class EmptyCacheInLoop(Rule):
         tensors. Calling it every step costs milliseconds per step for nothing.
 
     Known problems:
-        A loop over a few very different workloads (one model per iteration) can have a
+        In a module, a device check (``if q.device.type == "cuda":``) does not make the
+        call rare and is not taken as periodic, while any other condition (an option such
+        as ``if cfg.empty_unused_memory_level >= 1:``) is taken as the user's choice; a flush beside a loop over batches (once per
+        epoch) is. A loop over a few very different workloads (one model per iteration) can have a
         reason to release cached blocks between them; that loop is not a training loop and
         is not flagged unless it iterates over a loader.
 
@@ -83,11 +97,29 @@ class EmptyCacheInLoop(Rule):
     summary = "torch.cuda.empty_cache() called on every iteration of a per-step loop"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.loops or getattr(node.func, "attr", "") != "empty_cache" or \
+        if getattr(node.func, "attr", "") != "empty_cache" or \
                 ctx.qualname(node.func) not in _EMPTY_CACHE:
+            return
+        if not ctx.loops and not ctx.handler_depth and on_forward_path(ctx) and \
+                unconditional_in_forward(node, ctx):
+            via = "" if ctx.fn.name == "forward" else \
+                f" ({ctx.fn.name}() is called from forward())"
+            ctx.report(self, node, (
+                f"{ast.unparse(node.func)}() runs on every forward pass of "
+                f"{ctx.fn.class_name}{via}: it frees no "
+                f"tensor, only returns cached blocks that the next forward pass must allocate "
+                f"again, and it synchronises; call it outside the model, between phases"))
+            return
+        if not ctx.loops:
             return
         loop = _step_loop(ctx)
         if loop is None:
+            if not ctx.handler_depth and beside_forward(node, ctx):
+                ctx.report(self, node, (
+                    f"{ast.unparse(node.func)}() runs before or after every forward pass of "
+                    f"this loop: it frees no tensor, only returns cached blocks that the next "
+                    f"forward pass must allocate again, and it synchronises; call it once "
+                    f"outside the loop, or when an allocation fails"))
             return
         ctx.report(self, node, (
             f"{ast.unparse(node.func)}() runs on every iteration of the "

@@ -1,0 +1,106 @@
+"""TMM104: ``retain_graph=True`` / ``create_graph=True`` in a loop with no second backward.
+
+Part of the TMM1xx family (autograd graphs kept alive, :mod:`torchmem.lint.rules.graph`).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from torchmem.lint.facts import key_of
+from torchmem.lint.registry import Rule, register
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.engine import Context
+
+__all__ = ["RetainGraphInLoop"]
+
+
+@register
+class RetainGraphInLoop(Rule):
+    """``backward(retain_graph=True)`` or ``create_graph=True`` in a loop with no second backward.
+
+    What:
+        Flags ``loss.backward(retain_graph=True)``, ``backward(create_graph=True)`` and
+        ``torch.autograd.grad(..., retain_graph=True)`` inside a loop whose body runs no
+        other ``backward()``/``grad()`` that could use the retained graph, when the loss is
+        computed anew in the loop; and ``retain_graph=True`` on the last of several
+        backward calls of an iteration.
+
+    Why:
+        ``retain_graph=True`` keeps every activation saved for backward alive after the
+        backward pass, for as long as the loss is referenced: the previous iteration's
+        graph survives through the next forward pass (up to twice the activation memory),
+        and if anything links iterations (a hidden state, an accumulated loss) the retained
+        graphs pile up. ``create_graph=True`` on ``backward()`` also creates a reference
+        cycle between each parameter and its gradient. A retained graph is only needed
+        when a second backward pass goes through the same graph.
+
+    Known problems:
+        A second backward through the same graph that happens in another function (or a
+        later iteration on purpose) is not seen.
+
+    Example:
+        ```python
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward(retain_graph=True)
+            optimizer.step()
+        ```
+
+    Use instead:
+        ```python
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        ```
+    """
+
+    code = "TMM104"
+    name = "retain-graph-in-loop"
+    summary = "retain_graph=True / create_graph=True in a loop without a second backward"
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        if not ctx.loops or not node.keywords:
+            return
+        func = node.func
+        if type(func) is not ast.Attribute:
+            if ctx.qualname(func) not in ("torch.autograd.grad", "torch.autograd.backward"):
+                return
+        elif func.attr != "backward" and ctx.qualname(func) not in (
+                "torch.autograd.grad", "torch.autograd.backward"):
+            return
+        flag = None
+        for kw in node.keywords:
+            if kw.arg in ("retain_graph", "create_graph") and isinstance(
+                    kw.value, ast.Constant) and kw.value.value is True:
+                flag = kw
+                break
+        if flag is None:
+            return
+        if flag.arg == "create_graph" and not (type(func) is ast.Attribute
+                                               and func.attr == "backward"):
+            return  # grad(..., create_graph=True): a gradient penalty or a Hessian term is
+            # differentiated again through the loss it is added to, which frees the graph
+        loop = ctx.loops[-1]
+        calls = loop.facts.backward + loop.facts.grad_calls
+        last = max(calls, key=lambda c: (c.lineno, c.col_offset)) if calls else node
+        if len(calls) > 1 and not (last is node and flag.arg == "retain_graph"):
+            return  # an earlier backward keeps the graph for a later one: needed
+        if type(func) is ast.Attribute and func.attr == "backward":
+            recv = key_of(func.value) or ""
+            root: ast.AST = node.args[0] if (node.args and recv.rpartition(".")[2] in (
+                "accelerator", "fabric", "scaler")) else func.value
+        else:
+            root = node.args[0] if node.args else node
+        computed = {k for k, v in loop.facts.assigns if v is not None}
+        if not any((type(s) is ast.Name or type(s) is ast.Attribute) and key_of(s) in computed
+                   for s in ast.walk(root)) and not any(type(s) is ast.Call for s in ast.walk(root)):
+            return  # differentiating something computed before the loop, on purpose
+        what = ("the last backward of the iteration" if len(calls) > 1 else
+                "a loop whose body has no second backward through this graph")
+        ctx.report(self, flag, (
+            f"{flag.arg}=True in {what}: each iteration's saved activations stay alive "
+            f"until the loss is replaced; drop {flag.arg}=True"))
