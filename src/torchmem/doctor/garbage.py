@@ -33,8 +33,8 @@ import torch
 
 from torchmem.collect.cpu import heap_bytes
 from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key, storage_nbytes
-from torchmem.doctor.causes import GarbageRecord
 from torchmem.doctor.culprit import read_locals
+from torchmem.doctor.evidence import GarbageRecord
 
 __all__ = ["inspect_garbage"]
 

@@ -16,7 +16,7 @@ from torchmem.model.capture import Culprit, Finding
 from torchmem.units import KiB, format_bytes
 
 if TYPE_CHECKING:
-    from torchmem.doctor.causes import Evidence
+    from torchmem.doctor.evidence import Evidence
 
 __all__ = ["cycle_findings", "grad_findings", "cuda_findings", "MIN_GARBAGE_BYTES"]
 
