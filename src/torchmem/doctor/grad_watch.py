@@ -1,0 +1,134 @@
+"""Watch a few parameters' gradients between two step boundaries (``grad_not_cleared``).
+
+At a deep-analysis boundary :meth:`GradWatch.start` finds up to 4 parameters to watch
+(an optimizer's; without one, a model's or a list/dict of leaf tensors that require grad:
+parameters updated by hand) and notes their ``.grad`` storages and version counters. At
+the next boundary :meth:`GradWatch.finish` compares: the same ``.grad`` storages whose
+versions advanced exactly by the backward calls in between accumulated gradients, and no
+``zero_grad()`` ran. The result is a :class:`~torchmem.doctor.evidence.GradCheck`.
+
+Parameters are held by weak references only; what is kept between the two boundaries is
+storage keys and integers.
+"""
+
+from __future__ import annotations
+
+import linecache
+import types
+import weakref
+from types import FrameType
+from typing import Any
+
+from torchmem.doctor.culprit import frame_chain, read_locals
+from torchmem.doctor.evidence import GradCheck
+
+__all__ = ["GradWatch"]
+
+
+def _site(frame: FrameType | None) -> tuple[str, int, str] | None:
+    if frame is None:
+        return None
+    file, line = frame.f_code.co_filename, frame.f_lineno
+    return file, line, linecache.getline(file, line).strip()
+
+
+class GradWatch:
+    """Gradient bookkeeping of up to 4 parameters between two consecutive steps."""
+
+    def __init__(self) -> None:
+        self._refs: list[weakref.ref[Any]] = []
+        self._state: tuple[int, list[tuple[int | None, int]]] | None = None
+        self._optimizer_name: str | None = None
+        self._manual_update = False
+
+    def reset(self) -> None:
+        """Forget a check in progress (the step source changed)."""
+        self._state = None
+
+    def pending(self, step: int) -> bool:
+        """True when a check started at the previous step waits to be finished at ``step``."""
+        return self._state is not None and self._state[0] == step - 1
+
+    def start(self, step: int, frame: FrameType | None, main_globals: Any,
+              is_user_file: Any, outermost: Any) -> None:
+        """Note the watched parameters' gradients at boundary ``step``."""
+        if not self._refs or all(r() is None for r in self._refs):
+            self._find_params(frame, is_user_file, outermost)
+        if self._refs:
+            self._state = (step, self._grad_snapshot())
+
+    def finish(self, step: int, backward: int, zero: int, frame: FrameType | None) -> GradCheck | None:
+        """Compare with the boundary where :meth:`start` ran; None when nothing was watched."""
+        state = self._state
+        self._state = None
+        if state is None or not self._refs or not state[1]:
+            return None
+        now = self._grad_snapshot()
+        before = state[1]
+        same = all(b[0] is not None and b[0] == n[0] for b, n in zip(before, now))
+        only_backward = all(n[1] - b[1] == backward for b, n in zip(before, now)) if backward else False
+        site = _site(frame)
+        grad_bytes = 0
+        for ref in self._refs:
+            p = ref()
+            if p is not None and p.grad is not None:
+                grad_bytes += p.grad.numel() * p.grad.element_size()
+        return GradCheck(
+            step=step, accumulated=same and only_backward, zero_grad_calls=zero,
+            manual=self._manual_update,
+            backward_calls=backward, grad_bytes=grad_bytes, optimizer_name=self._optimizer_name,
+            file=site[0] if site else None, line=site[1] if site else None,
+            code=site[2] if site else None)
+
+    def _find_params(self, frame: FrameType | None, is_user_file: Any, outermost: Any) -> None:
+        """Find up to 4 parameters to watch: an optimizer's, else a model's or leaf tensors'."""
+        import torch
+
+        found: list[Any] = []
+        fallback: list[tuple[str, Any]] = []
+        for f in frame_chain(frame, is_user_file, outermost):
+            if f.f_code.co_name == "<module>":
+                spaces = list(f.f_globals.items())
+            else:
+                spaces = list(read_locals(f).items())
+            for name, value in spaces:
+                objs = [(name, value)]
+                if hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, torch.Tensor)):
+                    try:
+                        objs += [(f"{name}.{k}", v) for k, v in vars(value).items()]
+                    except TypeError:
+                        pass
+                for path, obj in objs:
+                    if isinstance(obj, torch.optim.Optimizer):
+                        if self._optimizer_name is None:
+                            self._optimizer_name = path
+                        for group in obj.param_groups:
+                            found.extend(group.get("params", ()))
+                    elif isinstance(obj, torch.nn.Module):
+                        fallback.extend((path, p) for p in obj.parameters())
+                    elif isinstance(obj, (list, tuple)) and obj and all(
+                            isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad for t in obj):
+                        fallback.extend((path, t) for t in obj)
+                    elif isinstance(obj, dict) and obj and all(
+                            isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad for t in obj.values()):
+                        fallback.extend((path, t) for t in obj.values())
+            spaces.clear()
+            if found:
+                break
+        if not found and fallback:
+            self._optimizer_name = self._optimizer_name or fallback[0][0]
+            self._manual_update = True
+            found = [t for _, t in fallback]
+        fallback.clear()
+        params = [p for p in found if getattr(p, "requires_grad", False)][:4]
+        self._refs = [weakref.ref(p) for p in params]
+
+    def _grad_snapshot(self) -> list[tuple[int | None, int]]:
+        from torchmem.collect.graph import storage_key
+
+        out: list[tuple[int | None, int]] = []
+        for ref in self._refs:
+            p = ref()
+            g = p.grad if p is not None else None
+            out.append((storage_key(g), int(g._version)) if g is not None else (None, 0))
+        return out
