@@ -248,6 +248,19 @@ def test_reference_cycle_and_grad_findings():
     assert diagnose(Evidence(grad_checks=checks, steps=16)) == []
 
 
+def test_accumulated_gradients_that_no_update_applies_are_not_grad_not_cleared():
+    # backward() in a loop with no update in between (gradients summed on purpose): the
+    # same .grad storages accumulate, but nothing applies them
+    def checks(updated):
+        return [GradCheck(step=s, accumulated=True, zero_grad_calls=0, backward_calls=1,
+                          grad_bytes=100, optimizer_name="model", manual=True, updated=updated,
+                          file="t.py", line=9, code="loss.backward()") for s in range(2, 6)]
+
+    assert diagnose(Evidence(grad_checks=checks(False), steps=16)) == []
+    (f,) = diagnose(Evidence(grad_checks=checks(True), steps=16))
+    assert f.cause == "grad_not_cleared" and f.culprit.name == "model"
+
+
 def test_cache_thrash_needs_empty_cache_most_steps():
     ev = Evidence(empty_cache_steps=20, steps=20, empty_cache_site=("t.py", 30, "torch.cuda.empty_cache()"))
     (f,) = diagnose(ev)

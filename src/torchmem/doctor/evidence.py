@@ -41,6 +41,9 @@ class GradCheck:
     grad_bytes: int
     optimizer_name: str | None = None
     manual: bool = False  # no optimizer: parameters updated by hand
+    # the watched parameters changed between the two boundaries (their version counters
+    # advanced or their values moved): an update ran; None when it was not measured
+    updated: bool | None = None
     file: str | None = None
     line: int | None = None
     code: str | None = None

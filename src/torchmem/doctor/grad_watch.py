@@ -7,8 +7,15 @@ the next boundary :meth:`GradWatch.finish` compares: the same ``.grad`` storages
 versions advanced exactly by the backward calls in between accumulated gradients, and no
 ``zero_grad()`` ran. The result is a :class:`~torchmem.doctor.evidence.GradCheck`.
 
+Accumulated gradients are a fault only when they are applied: the check also records
+whether the parameters themselves were *updated* in between, that is whether their
+version counters advanced (an optimizer's ``p.add_``, ``p -= lr * p.grad`` under
+``no_grad``) or a few of their values moved (``p.data -= ...``, which bypasses the
+version counter). A loop that only calls ``backward()`` (gradients summed over batches
+on purpose, saliency, a Fisher estimate, a memory test) updates nothing.
+
 Parameters are held by weak references only; what is kept between the two boundaries is
-storage keys and integers.
+storage keys, integers and up to :data:`SAMPLE` floats per parameter.
 """
 
 from __future__ import annotations
@@ -22,7 +29,10 @@ from typing import Any
 from torchmem.doctor.culprit import frame_chain, read_locals
 from torchmem.doctor.evidence import GradCheck
 
-__all__ = ["GradWatch"]
+__all__ = ["GradWatch", "SAMPLE"]
+
+#: values read from each watched parameter (evenly spaced) to see whether it was updated
+SAMPLE = 16
 
 
 def _site(frame: FrameType | None) -> tuple[str, int, str] | None:
@@ -37,7 +47,7 @@ class GradWatch:
 
     def __init__(self) -> None:
         self._refs: list[weakref.ref[Any]] = []
-        self._state: tuple[int, list[tuple[int | None, int]]] | None = None
+        self._state: tuple[int, list[tuple[int | None, int]], list[tuple[int, list[float]]]] | None = None
         self._optimizer_name: str | None = None
         self._manual_update = False
 
@@ -55,7 +65,7 @@ class GradWatch:
         if not self._refs or all(r() is None for r in self._refs):
             self._find_params(frame, is_user_file, outermost)
         if self._refs:
-            self._state = (step, self._grad_snapshot())
+            self._state = (step, self._grad_snapshot(), self._param_snapshot())
 
     def finish(self, step: int, backward: int, zero: int, frame: FrameType | None) -> GradCheck | None:
         """Compare with the boundary where :meth:`start` ran; None when nothing was watched."""
@@ -67,6 +77,8 @@ class GradWatch:
         before = state[1]
         same = all(b[0] is not None and b[0] == n[0] for b, n in zip(before, now))
         only_backward = all(n[1] - b[1] == backward for b, n in zip(before, now)) if backward else False
+        params_now = self._param_snapshot()
+        updated = any(b != n for b, n in zip(state[2], params_now))
         site = _site(frame)
         grad_bytes = 0
         for ref in self._refs:
@@ -75,7 +87,7 @@ class GradWatch:
                 grad_bytes += p.grad.numel() * p.grad.element_size()
         return GradCheck(
             step=step, accumulated=same and only_backward, zero_grad_calls=zero,
-            manual=self._manual_update,
+            manual=self._manual_update, updated=updated,
             backward_calls=backward, grad_bytes=grad_bytes, optimizer_name=self._optimizer_name,
             file=site[0] if site else None, line=site[1] if site else None,
             code=site[2] if site else None)
@@ -131,4 +143,22 @@ class GradWatch:
             p = ref()
             g = p.grad if p is not None else None
             out.append((storage_key(g), int(g._version)) if g is not None else (None, 0))
+        return out
+
+    def _param_snapshot(self) -> list[tuple[int, list[float]]]:
+        """Each watched parameter's version counter and :data:`SAMPLE` of its values."""
+        import torch
+
+        out: list[tuple[int, list[float]]] = []
+        for ref in self._refs:
+            p = ref()
+            if p is None:
+                out.append((-1, []))
+                continue
+            values: list[float] = []
+            if p.layout == torch.strided and p.is_contiguous() and p.numel():
+                with torch.no_grad():  # a view and SAMPLE numbers: no copy of the parameter
+                    flat = p.detach().view(-1)
+                    values = flat[::max(flat.numel() // SAMPLE, 1)][:SAMPLE].tolist()
+            out.append((int(p._version), values))
         return out

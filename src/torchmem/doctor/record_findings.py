@@ -63,7 +63,9 @@ def grad_findings(ev: Evidence) -> list[Finding]:
     checks = ev.grad_checks
     if len(checks) < 3:
         return []
-    bad = [c for c in checks if c.accumulated and c.zero_grad_calls == 0]
+    # gradients that accumulate harm only when they are applied: an interval in which no
+    # parameter changed (backward() in a loop without an update) is not evidence
+    bad = [c for c in checks if c.accumulated and c.zero_grad_calls == 0 and c.updated is not False]
     if len(bad) < 0.8 * len(checks):
         return []
     last = bad[-1]
