@@ -14,7 +14,7 @@ from torch import nn
 from torchmem.doctor.causes import Evidence, GarbageRecord, GradCheck, diagnose
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
 from torchmem.doctor.fixes import fix_for
-from torchmem.doctor.source import best_statement, find_statements, parse_path
+from torchmem.doctor.source import best_statement, find_statements, parse_path, writes_other_key
 
 HERE = __file__
 
@@ -160,6 +160,39 @@ def test_initialisation_is_not_the_adding_statement(source_file):
     found = find_statements("losses", [source_file])
     assert {s.line for s in found} >= {14, 19}
     assert best_statement(found, "chain").line == 19
+
+
+LOGS = '''
+def log(logs, z, loss, params):
+    logs["z"].append(z.detach()[::10])
+    for name, p in params:
+        logs[f"norm_{name}"].append(p.norm().item())
+
+def train(logs, batches):
+    for z, loss in batches:
+        log(logs, z, loss, [])
+        logs["avg_loss"].append(loss.item())
+        logs[key].append(loss)
+'''
+
+
+def test_statements_that_fill_another_key_are_not_the_culprits_line(tmp_path):
+    # several statements feed one dict: the one that fills the culprit's key is chosen
+    # even when others sit in a loop (another constant key, an f-string that cannot
+    # spell it); a key that is not a constant may be it
+    path = tmp_path / "logs_src.py"
+    path.write_text(textwrap.dedent(LOGS), encoding="utf-8")
+    found = find_statements("logs['z']", [str(path)])
+    assert {s.line for s in found} == {3, 5, 10, 11}
+    best = best_statement([s for s in found if s.line != 11], "container", exact="logs['z']")
+    assert best.line == 3
+    assert best_statement(found, "container", exact="logs['z']").line == 11
+    assert best_statement(found, "container", exact="logs['avg_loss']").line == 10
+    assert writes_other_key("logs[f'norm_{name}']", "logs['z']")
+    assert not writes_other_key("logs[f'norm_{name}']", "logs['norm_fc']")
+    assert writes_other_key("self.logs['a']", "trainer.logs['b']")
+    assert not writes_other_key("self.sum", "meters['train']['loss'].sum")
+    assert not writes_other_key("logs['z']", "logs")
 
 
 def test_parse_path():

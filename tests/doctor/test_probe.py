@@ -31,6 +31,7 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("hidden_chain.py", "hidden_state_chain", "state", 23),
     ("eval_graph.py", "eval_graph", "self.predictions", 15),
     ("view_pins.py", "view_pins_storage", "firsts", 14),
+    ("dict_keys_helper.py", "retained_graph", "history['probs']", 10),
     ("detached_cache.py", "growing_container", "memo", 14),
     ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
