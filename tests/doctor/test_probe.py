@@ -32,6 +32,8 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("eval_graph.py", "eval_graph", "self.predictions", 15),
     ("view_pins.py", "view_pins_storage", "firsts", 14),
     ("dict_keys_helper.py", "retained_graph", "history['probs']", 10),
+    ("meter_helper.py", "retained_graph", "meters['loss'].total", 31),  # the call, not Meter.update
+    ("recorder_alias.py", "retained_graph", None, 27),  # rec.add(...), not the alias's append
     ("detached_cache.py", "growing_container", "memo", 14),
     ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from torchmem.doctor import edits as fix_edit
+from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
@@ -178,10 +179,21 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
             is_tuple=stats.type in ("tuple", "list"), hook=hooks)
         fix = path_fix.text
-        culprit = Culprit(name=path, kind=_kind(stats), file=stmt.file if stmt else stats.file,
-                          line=stmt.line if stmt else None, code=stmt.code if stmt else None,
-                          function=stmt.function if stmt else stats.function, type=stats.type)
+        # the statement sits in a helper that keeps what it is handed: the line is the
+        # call that hands the values over (the fix still edits the helper's statement)
+        site, passed_through = (None, []) if stmt is None or hooks or stats.kind == "grad" else (
+            caller_statement(stmt, _files(stats)) or (None, []))
+        shown = site or stmt
+        culprit = Culprit(name=path, kind=_kind(stats), file=shown.file if shown else stats.file,
+                          line=shown.line if shown else None, code=shown.code if shown else None,
+                          function=shown.function if shown else stats.function, type=stats.type)
         extra_evidence: tuple[str, ...] = ()
+        if site is not None and stmt is not None:
+            via = "".join(f", through `{c.code}` (line {c.line}, in `{c.function}`)"
+                          for c in reversed(passed_through))
+            extra_evidence = (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
+                              f"it is handed: the values come from `{site.code}` (line "
+                              f"{site.line}){via}",)
         if stats.kind == "grad":
             culprit, fix, line = grad_path_finding(stats, ev.create_graph_site or ev.backward_site)
             extra_evidence, stmt = (line,), None

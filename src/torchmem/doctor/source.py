@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Sequence
 
 __all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path",
-           "writes_other_key"]
+           "writes_other_key", "load_tree"]
 
 _ADDERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault",
                      "appendleft", "extendleft", "put", "put_nowait", "__setitem__"})
@@ -135,7 +135,8 @@ def _parse(file: str, mtime: float) -> tuple[ast.Module, tuple[str, ...]] | None
     return tree, tuple(text.splitlines())
 
 
-def _load(file: str) -> tuple[ast.Module, tuple[str, ...]] | None:
+def load_tree(file: str) -> tuple[ast.Module, tuple[str, ...]] | None:
+    """The parsed module and source lines of ``file`` (cached; None when unreadable)."""
     try:
         mtime = os.path.getmtime(file)
     except OSError:
@@ -168,6 +169,13 @@ class _Finder(ast.NodeVisitor):
         self.function = "<module>"
         self.loops = 0
         self.found: list[Statement] = []
+        self.aliases: set[str] = set()  # local names bound to the culprit in this function
+
+    def _hit(self, expr: ast.AST) -> bool:
+        if _matches(expr, self.wanted):
+            return True
+        names = stem(expr)
+        return bool(names) and len(names) == 1 and names[0] in self.aliases
 
     def _add(self, node: ast.AST, kind: str, value: ast.AST | None, target: ast.AST | None,
              method: str | None = None) -> None:
@@ -180,10 +188,10 @@ class _Finder(ast.NodeVisitor):
             target=ast.unparse(target) if target is not None else None, method=method))
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        saved = self.function, self.loops
-        self.function, self.loops = node.name, 0
+        saved = self.function, self.loops, self.aliases
+        self.function, self.loops, self.aliases = node.name, 0, set()
         self.generic_visit(node)
-        self.function, self.loops = saved
+        self.function, self.loops, self.aliases = saved
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
@@ -205,13 +213,13 @@ class _Finder(ast.NodeVisitor):
                         or (receiver and owner and receiver[0] == owner[0] and set(receiver) <= set(owner)):
                     arg = node.args[0] if node.args else None
                     self._add(node, "hook", arg, func.value, func.attr)
-            elif not self.hook and func.attr in _ADDERS and _matches(func.value, self.wanted):
+            elif not self.hook and func.attr in _ADDERS and self._hit(func.value):
                 arg = node.args[-1] if node.args else (node.keywords[0].value if node.keywords else None)
                 self._add(node, "add", arg, func.value, func.attr)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if not self.hook and _matches(node.target, self.wanted):
+        if not self.hook and self._hit(node.target):
             kind = "setitem" if isinstance(node.target, ast.Subscript) and stem(node.target) == self.wanted else "augassign"
             self._add(node, kind, node.value, node.target)
         self.generic_visit(node)
@@ -221,13 +229,20 @@ class _Finder(ast.NodeVisitor):
             return
         for target in targets:
             for t in _targets(target):
-                if isinstance(t, ast.Subscript) and _matches(t.value, self.wanted):
+                if isinstance(t, ast.Subscript) and self._hit(t.value):
                     self._add(node, "setitem", value, t.value)
                 elif not isinstance(t, ast.Subscript) and _matches(t, self.wanted):
                     self._add(node, "assign" if _reads(value, self.wanted) else "rebind", value, t)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assign(node, node.targets, node.value)
+        if (self.function != "<module>" and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, (ast.Attribute, ast.Subscript, ast.Name))
+                and _matches(node.value, self.wanted)):
+            # `summaries = self._summaries`: what is added through the alias below in
+            # this function is added to the culprit
+            self.aliases.add(node.targets[0].id)
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -251,7 +266,7 @@ def find_statements(path: str, files: list[str], *, hook: bool = False) -> list[
         wanted = wanted[:-1] + ["hooks"]
     out: list[Statement] = []
     for file in dict.fromkeys(f for f in files if f):
-        parsed = _load(file)
+        parsed = load_tree(file)
         if parsed is None:
             continue
         tree, lines = parsed
