@@ -38,6 +38,7 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
     ("manual_update_data.py", "grad_not_cleared", "net", 10),
+    ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step
     ("cycle_closure.py", "reference_cycle", None, 8),
     ("exception_cycle.py", "reference_cycle", None, 12),
 ])
@@ -55,7 +56,8 @@ def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
 
 
 @pytest.mark.parametrize("script", ["healthy_plateau.py", "healthy_accum.py",
-                                    "healthy_fisher_no_update.py", "healthy_leaf_grad_sum.py"])
+                                    "healthy_fisher_no_update.py", "healthy_leaf_grad_sum.py",
+                                    "healthy_clip_zero_inplace.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

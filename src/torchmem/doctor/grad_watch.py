@@ -3,9 +3,12 @@
 At a deep-analysis boundary :meth:`GradWatch.start` finds up to 4 parameters to watch
 (an optimizer's; without one, a model's or a list/dict of leaf tensors that require grad:
 parameters updated by hand) and notes their ``.grad`` storages and version counters. At
-the next boundary :meth:`GradWatch.finish` compares: the same ``.grad`` storages whose
-versions advanced exactly by the backward calls in between accumulated gradients, and no
-``zero_grad()`` ran. The result is a :class:`~torchmem.doctor.evidence.GradCheck`.
+the next boundary :meth:`GradWatch.finish` compares: gradients accumulated when a
+one-shot hook on each parameter (``Tensor.register_hook``, which runs before the new
+gradient is added to ``.grad``) saw, at the first backward after the boundary, a
+``.grad`` that nobody cleared (not None, not all zeros); where no hook fired, when the
+same ``.grad`` storages' versions advanced exactly by the backward calls in between.
+And no ``zero_grad()`` ran. The result is a :class:`~torchmem.doctor.evidence.GradCheck`.
 
 Accumulated gradients are a fault only when they are applied: the check also records
 whether the parameters themselves were *updated* in between, that is whether their
@@ -50,10 +53,43 @@ class GradWatch:
         self._state: tuple[int, list[tuple[int | None, int]], list[tuple[int, list[float]]]] | None = None
         self._optimizer_name: str | None = None
         self._manual_update = False
+        self._hooks: list[Any] = []
+        self._uncleared: dict[int, bool] = {}
 
     def reset(self) -> None:
         """Forget a check in progress (the step source changed)."""
         self._state = None
+        self._remove_hooks()
+
+    def _remove_hooks(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+
+    def _arm(self) -> None:
+        """One-shot hooks that see, at the first backward after this boundary, whether
+        each watched parameter's ``.grad`` was cleared since the update (None or all
+        zeros) before the new gradient is added to it. They return nothing (the gradient
+        is not changed), hold the parameter weakly and remove themselves."""
+        self._remove_hooks()
+        self._uncleared = {}
+        for i, ref in enumerate(self._refs):
+            p = ref()
+            if p is None:
+                continue
+            self._hooks.append(p.register_hook(self._hook(i, ref)))
+
+    def _hook(self, index: int, ref: weakref.ref[Any]) -> Any:
+        def seen(_grad: Any) -> None:
+            if index in self._uncleared:
+                return
+            p = ref()
+            g = p.grad if p is not None else None
+            try:
+                self._uncleared[index] = g is not None and not g.is_sparse and bool(g.any())
+            except Exception:  # noqa: BLE001 - an unreadable gradient is not evidence
+                pass
+        return seen
 
     def pending(self, step: int) -> bool:
         """True when a check started at the previous step waits to be finished at ``step``."""
@@ -66,17 +102,26 @@ class GradWatch:
             self._find_params(frame, is_user_file, outermost)
         if self._refs:
             self._state = (step, self._grad_snapshot(), self._param_snapshot())
+            self._arm()
 
     def finish(self, step: int, backward: int, zero: int, frame: FrameType | None) -> GradCheck | None:
         """Compare with the boundary where :meth:`start` ran; None when nothing was watched."""
         state = self._state
         self._state = None
+        uncleared, self._uncleared = self._uncleared, {}
+        self._remove_hooks()
         if state is None or not self._refs or not state[1]:
             return None
         now = self._grad_snapshot()
         before = state[1]
         same = all(b[0] is not None and b[0] == n[0] for b, n in zip(before, now))
         only_backward = all(n[1] - b[1] == backward for b, n in zip(before, now)) if backward else False
+        accumulated = same and only_backward
+        if uncleared and backward:
+            # seen directly: the first backward after the boundary added to gradients
+            # nobody cleared (a clip_grad_norm_ between backward and step also advances
+            # the versions, which the count above cannot tell from a zero_())
+            accumulated = any(uncleared.values())
         params_now = self._param_snapshot()
         updated = any(b != n for b, n in zip(state[2], params_now))
         site = _site(frame)
@@ -86,7 +131,7 @@ class GradWatch:
             if p is not None and p.grad is not None:
                 grad_bytes += p.grad.numel() * p.grad.element_size()
         return GradCheck(
-            step=step, accumulated=same and only_backward, zero_grad_calls=zero,
+            step=step, accumulated=accumulated, zero_grad_calls=zero,
             manual=self._manual_update, updated=updated,
             backward_calls=backward, grad_bytes=grad_bytes, optimizer_name=self._optimizer_name,
             file=site[0] if site else None, line=site[1] if site else None,
