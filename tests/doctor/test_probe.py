@@ -41,6 +41,8 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step
     ("cycle_closure.py", "reference_cycle", None, 8),
     ("exception_cycle.py", "reference_cycle", None, 12),
+    ("ctx_keeps_output.py", "reference_cycle", "ctx.result", 8),  # a Function's ctx keeps its output
+    ("module_keeps_function_output.py", "reference_cycle", "Layer.cache", 20),  # ctx keeps a bound method
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)

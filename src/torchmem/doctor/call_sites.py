@@ -221,7 +221,7 @@ def _calls(files: list[str], func: _Func, cls: ast.ClassDef | None
     return out
 
 
-def _argument(call: ast.Call, func: _Func, cls: ast.ClassDef | None, param: str) -> ast.AST | None:
+def _argument(call: ast.Call, func: _Func, cls: ast.ClassDef | None, param: str) -> ast.expr | None:
     for k in call.keywords:
         if k.arg == param:
             return k.value

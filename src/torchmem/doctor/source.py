@@ -175,7 +175,7 @@ class _Finder(ast.NodeVisitor):
         if _matches(expr, self.wanted):
             return True
         names = stem(expr)
-        return bool(names) and len(names) == 1 and names[0] in self.aliases
+        return names is not None and len(names) == 1 and names[0] in self.aliases
 
     def _add(self, node: ast.AST, kind: str, value: ast.AST | None, target: ast.AST | None,
              method: str | None = None) -> None:
