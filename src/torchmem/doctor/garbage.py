@@ -288,10 +288,10 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
                             saved[k] = storage_nbytes(s)
             sizes.append((storage_key(t), storage_nbytes(t), saved))
         for obj in candidates:
-            described = _describe(obj, is_user)
-            if described is not None:
-                reached = _reach(obj, index)
-                if reached:
+            reached = _reach(obj, index)  # first: describing walks further (graphs too)
+            if reached:
+                described = _describe(obj, is_user)
+                if described is not None:
                     anchors.append((described, reached))
     finally:
         tensors.clear()
