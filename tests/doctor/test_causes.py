@@ -14,7 +14,7 @@ from torch import nn
 from torchmem.doctor.causes import Evidence, GarbageRecord, GradCheck, diagnose
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
 from torchmem.doctor.fixes import fix_for
-from torchmem.doctor.source import best_statement, find_statements, parse_path
+from torchmem.doctor.source import best_statement, find_statements, parse_path, writes_other_key
 
 HERE = __file__
 
@@ -162,6 +162,39 @@ def test_initialisation_is_not_the_adding_statement(source_file):
     assert best_statement(found, "chain").line == 19
 
 
+LOGS = '''
+def log(logs, z, loss, params):
+    logs["z"].append(z.detach()[::10])
+    for name, p in params:
+        logs[f"norm_{name}"].append(p.norm().item())
+
+def train(logs, batches):
+    for z, loss in batches:
+        log(logs, z, loss, [])
+        logs["avg_loss"].append(loss.item())
+        logs[key].append(loss)
+'''
+
+
+def test_statements_that_fill_another_key_are_not_the_culprits_line(tmp_path):
+    # several statements feed one dict: the one that fills the culprit's key is chosen
+    # even when others sit in a loop (another constant key, an f-string that cannot
+    # spell it); a key that is not a constant may be it
+    path = tmp_path / "logs_src.py"
+    path.write_text(textwrap.dedent(LOGS), encoding="utf-8")
+    found = find_statements("logs['z']", [str(path)])
+    assert {s.line for s in found} == {3, 5, 10, 11}
+    best = best_statement([s for s in found if s.line != 11], "container", exact="logs['z']")
+    assert best.line == 3
+    assert best_statement(found, "container", exact="logs['z']").line == 11
+    assert best_statement(found, "container", exact="logs['avg_loss']").line == 10
+    assert writes_other_key("logs[f'norm_{name}']", "logs['z']")
+    assert not writes_other_key("logs[f'norm_{name}']", "logs['norm_fc']")
+    assert writes_other_key("self.logs['a']", "trainer.logs['b']")
+    assert not writes_other_key("self.sum", "meters['train']['loss'].sum")
+    assert not writes_other_key("logs['z']", "logs")
+
+
 def test_parse_path():
     assert parse_path("self.metrics['loss']") == ["self", "metrics"]
     assert parse_path("model[1]._forward_hooks") == ["model", "_forward_hooks"]
@@ -246,6 +279,19 @@ def test_reference_cycle_and_grad_findings():
     checks[1] = GradCheck(step=1, accumulated=False, zero_grad_calls=1, backward_calls=1, grad_bytes=100)
     checks[2] = GradCheck(step=2, accumulated=False, zero_grad_calls=1, backward_calls=1, grad_bytes=100)
     assert diagnose(Evidence(grad_checks=checks, steps=16)) == []
+
+
+def test_accumulated_gradients_that_no_update_applies_are_not_grad_not_cleared():
+    # backward() in a loop with no update in between (gradients summed on purpose): the
+    # same .grad storages accumulate, but nothing applies them
+    def checks(updated):
+        return [GradCheck(step=s, accumulated=True, zero_grad_calls=0, backward_calls=1,
+                          grad_bytes=100, optimizer_name="model", manual=True, updated=updated,
+                          file="t.py", line=9, code="loss.backward()") for s in range(2, 6)]
+
+    assert diagnose(Evidence(grad_checks=checks(False), steps=16)) == []
+    (f,) = diagnose(Evidence(grad_checks=checks(True), steps=16))
+    assert f.cause == "grad_not_cleared" and f.culprit.name == "model"
 
 
 def test_cache_thrash_needs_empty_cache_most_steps():

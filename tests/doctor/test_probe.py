@@ -31,11 +31,18 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("hidden_chain.py", "hidden_state_chain", "state", 23),
     ("eval_graph.py", "eval_graph", "self.predictions", 15),
     ("view_pins.py", "view_pins_storage", "firsts", 14),
+    ("dict_keys_helper.py", "retained_graph", "history['probs']", 10),
+    ("meter_helper.py", "retained_graph", "meters['loss'].total", 31),  # the call, not Meter.update
+    ("recorder_alias.py", "retained_graph", None, 27),  # rec.add(...), not the alias's append
     ("detached_cache.py", "growing_container", "memo", 14),
     ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
+    ("manual_update_data.py", "grad_not_cleared", "net", 10),
+    ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step
     ("cycle_closure.py", "reference_cycle", None, 8),
     ("exception_cycle.py", "reference_cycle", None, 12),
+    ("ctx_keeps_output.py", "reference_cycle", "ctx.result", 8),  # a Function's ctx keeps its output
+    ("module_keeps_function_output.py", "reference_cycle", "Layer.cache", 20),  # ctx keeps a bound method
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)
@@ -50,7 +57,9 @@ def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     assert not result.notes, result.notes  # no probe errors
 
 
-@pytest.mark.parametrize("script", ["healthy_plateau.py", "healthy_accum.py"])
+@pytest.mark.parametrize("script", ["healthy_plateau.py", "healthy_accum.py",
+                                    "healthy_fisher_no_update.py", "healthy_leaf_grad_sum.py",
+                                    "healthy_clip_zero_inplace.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

@@ -23,27 +23,33 @@ backward flags seen each step, gradient checks, what private garbage collections
   ``backward_flags_graph``; heap growth that nothing in Python explains ->
   ``untracked_growth`` (:mod:`torchmem.doctor.held`).
 
-A path whose content was released between two snapshots (an episode's list of
-log-probabilities consumed by the episode's backward and emptied; a variable rebound each
-step that holds one step's graph) does not count as growing (:func:`_released`).
-
-A path counts as growing only when it grew in the last interval between snapshots *and*
-in the one before (a cache that fills and then stops, or a bounded deque, is quiet).
+Which paths count as growing, and which path along a growing variable is named, is
+:mod:`torchmem.doctor.path_trend`; the evidence records are :mod:`torchmem.doctor.evidence`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from torchmem.doctor import edits as fix_edit
-from torchmem.doctor.culprit import PathStats, Snapshot
+from torchmem.doctor.call_sites import caller_statement
+from torchmem.doctor.culprit import PathStats
+from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
 from torchmem.doctor.held import (
     grad_cycle_findings,
     grad_path_finding,
     merge_grad_findings,
     untracked_findings,
+)
+from torchmem.doctor.path_trend import (
+    MIN_BYTES_PER_STEP,
+    MIN_COUNT_PER_STEP,
+    MIN_GRAPHS_PER_STEP,
+    culprit_paths,
+    growing_paths,
+    path_signal,
+    significant_growth,
 )
 from torchmem.doctor.record_findings import (
     cuda_findings,
@@ -52,244 +58,10 @@ from torchmem.doctor.record_findings import (
 )
 from torchmem.doctor.source import Statement, best_statement, find_statements
 from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
-from torchmem.units import KiB, format_bytes
+from torchmem.units import format_bytes
 
 __all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "path_findings",
-           "path_signal", "significant_growth", "MIN_BYTES_PER_STEP"]
-
-#: retained bytes per step below which a path's growth is ignored
-MIN_BYTES_PER_STEP = 2 * KiB
-#: graph nodes per step below which a growing graph is ignored
-MIN_COUNT_PER_STEP = 0.5
-#: tensors-with-graph (or hooks) kept per step below which growth is ignored (1 in 20 steps)
-MIN_GRAPHS_PER_STEP = 0.05
-
-
-@dataclass
-class GarbageRecord:
-    """What one private ``gc.collect()`` at a boundary found in cyclic garbage."""
-
-    step: int
-    steps_since: int
-    objects: int
-    tensor_bytes: int
-    freed_heap: int
-    anchors: list[tuple[str, str, str | None, int | None, str | None]] = field(default_factory=list)
-    # (description, culprit name, file, line, code) of user objects in the garbage
-
-
-@dataclass
-class GradCheck:
-    """Gradient bookkeeping between two optimizer steps."""
-
-    step: int
-    accumulated: bool  # same .grad storages, version advanced only by backward passes
-    zero_grad_calls: int
-    backward_calls: int
-    grad_bytes: int
-    optimizer_name: str | None = None
-    manual: bool = False  # no optimizer: parameters updated by hand
-    file: str | None = None
-    line: int | None = None
-    code: str | None = None
-
-
-@dataclass
-class Evidence:
-    """Everything the probe gathered, as plain data."""
-
-    snapshots: list[Snapshot] = field(default_factory=list)
-    backward_steps: int = 0
-    retain_graph_steps: int = 0
-    create_graph_steps: int = 0
-    backward_site: tuple[str, int, str] | None = None
-    create_graph_site: tuple[str, int, str] | None = None
-    native_call_steps: dict[str, int] = field(default_factory=dict)
-    native_call_sites: dict[str, tuple[str, int, str]] = field(default_factory=dict)
-    grad_checks: list[GradCheck] = field(default_factory=list)
-    garbage: list[GarbageRecord] = field(default_factory=list)
-    empty_cache_steps: int = 0
-    empty_cache_site: tuple[str, int, str] | None = None
-    steps: int = 0
-    allocator: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def _rate(a: PathStats | None, b: PathStats, steps: int, attr: str) -> float:
-    before = getattr(a, attr) if a is not None else 0
-    return (getattr(b, attr) - before) / max(steps, 1)
-
-
-def _signals(a: PathStats | None, b: PathStats, steps: int) -> dict[str, float]:
-    return {
-        "bytes": _rate(a, b, steps, "retained_bytes"),
-        "grad_tensors": _rate(a, b, steps, "grad_tensors"),
-        "nodes": _rate(a, b, steps, "graph_nodes"),
-        "hooks": _rate(a, b, steps, "hooks"),
-        "tensors": _rate(a, b, steps, "tensors"),
-        "items": (((b.items or 0) - ((a.items or 0) if a else 0)) / max(steps, 1)),
-    }
-
-
-def _significant(sig: dict[str, float]) -> bool:
-    return (sig["bytes"] >= MIN_BYTES_PER_STEP or sig["grad_tensors"] >= MIN_GRAPHS_PER_STEP
-            or sig["hooks"] >= MIN_GRAPHS_PER_STEP
-            or (sig["nodes"] >= MIN_COUNT_PER_STEP and sig["bytes"] >= 0))
-
-
-#: the growth of one path between two snapshots, per step (bytes, tensors, graph nodes...)
-path_signal = _signals
-#: whether such a growth clears the thresholds above
-significant_growth = _significant
-
-
-def _score(sig: dict[str, float]) -> float:
-    return max(sig["bytes"], 0.0) + 256.0 * max(sig["grad_tensors"] + sig["hooks"] + sig["nodes"], 0.0)
-
-
-def _graphs(sig: dict[str, float]) -> bool:
-    return sig["grad_tensors"] > 0 or sig["nodes"] > 0
-
-
-def _dropped(sig: dict[str, float]) -> bool:
-    return sig["bytes"] < 0 or sig["nodes"] < 0 or sig["grad_tensors"] < 0 or sig["items"] < 0
-
-
-def _path_trend(snaps: Sequence[Snapshot], path: str) -> dict[str, float] | None:
-    """The growth signal of ``path`` if it grows steadily, or grows again after each reset.
-
-    Steady: it grew in the last interval and in the one before. Reset (an accumulator
-    emptied each epoch): it holds autograd graphs, grew in the last interval (or the one
-    before, when the last two snapshots fell on the same phase of the epoch), and an
-    earlier interval shows the drop of a reset.
-    """
-    seq: list[dict[str, float] | None] = []
-    for before, after in zip(snaps, snaps[1:]):
-        a, b = before.paths.get(path), after.paths.get(path)
-        seq.append(_signals(a, b, after.step - before.step) if a is not None and b is not None else None)
-    if not seq or seq[-1] is None:
-        return None
-    last = seq[-1]
-    prev = seq[-2] if len(seq) >= 2 else None
-    drops = [i for i, sg in enumerate(seq) if sg is not None and _dropped(sg)]
-    if _significant(last):
-        if prev is None:
-            return last if snaps[-1].step - snaps[-2].step >= 3 else None
-        if _significant(prev) or (_score(prev) > 0 and _score(prev) >= 0.25 * _score(last)):
-            return dict(last, resets=0.0)
-        if _graphs(last) and drops and any(
-                sg is not None and _significant(sg) and _graphs(sg) for sg in seq[:drops[-1]]):
-            return dict(last, resets=float(len(drops)))
-        return None
-    if (prev is not None and _score(last) == 0 and not _dropped(last) and _significant(prev)
-            and _graphs(prev) and drops and drops[-1] < len(seq) - 2):
-        return dict(prev, resets=float(len(drops)))
-    return None
-
-
-def _released(stats: PathStats, sig: dict[str, float], one_step: Sequence[float] = ()) -> bool:
-    """True when nothing the path held at the previous snapshot is still alive, and what it
-    holds now is consumed or one step's worth: not accumulation.
-
-    * a container (an episode's list of log-probabilities) whose content never outlived a
-      step (``one_step``: at every snapshot where it was measured, none of what it held
-      was alive at the next step boundary: filled and consumed within a step) and whose
-      graphs were all backpropagated (no node holds its saved tensors); a list that keeps
-      each step's loss until the epoch ends is not released;
-    * one tensor rebound each step (``G = G.mean()``) whose count only seemed to grow
-      because the snapshots fell on different phases, and whose graph holds one forward
-      pass (a chain over k steps holds k passes through the same parameters).
-    """
-    if stats.survived is None or stats.survived > 0 or stats.kind == "grad":
-        return False
-    if stats.items is not None:
-        return bool(one_step) and not any(one_step) and stats.live_nodes == 0
-    return bool(sig.get("resets")) and stats.passes <= 1
-
-
-def _growing_paths(snaps: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
-    """Paths that keep growing (see :func:`_path_trend`), with their growth signal; paths
-    whose content was released since the previous snapshot (:func:`_released`) are not."""
-    out: dict[str, dict[str, float]] = {}
-    for path, stats in snaps[-1].paths.items():
-        trend = _path_trend(snaps, path)
-        one_step = [p.survived_next for p in (s.paths.get(path) for s in snaps)
-                    if p is not None and p.survived_next is not None]
-        if trend is not None and not _released(stats, trend, one_step) \
-                and not _rebound_fresh(stats, trend) and not _bounded(stats, trend):
-            out[path] = trend
-    return out
-
-
-def _bounded(stats: PathStats, sig: dict[str, float]) -> bool:
-    """A container with a capacity (``deque(maxlen=N)``) that keeps no graphs: it fills up
-    to ``N`` items and then stays level, however far from full the run ended. (One that
-    keeps graphs still holds up to ``N`` of them, and is reported.)"""
-    return stats.capacity is not None and not _graphs(sig)
-
-
-def _rebound_fresh(stats: PathStats, sig: dict[str, float]) -> bool:
-    """True for a variable rebound to a fresh value each step whose size merely varies.
-
-    ``x = torch.randn(batch, 512)`` with a random ``batch``: nothing it held at the previous
-    snapshot is alive, no graph grows, and every statement that binds it is a plain
-    rebinding that does not read its old value. Such a variable cannot accumulate: its
-    bytes at two snapshots differ by the sizes of two unrelated values. (``x =
-    torch.cat([x, new])`` reads the old value and still counts; so does a graph that
-    grows through it.)
-    """
-    if stats.items is not None or stats.kind in ("grad", "hook", "closure") or _graphs(sig):
-        return False
-    if stats.survived is None or stats.survived > 0:
-        return False
-    found = find_statements(stats.path, _files(stats))
-    return bool(found) and all(s.kind == "rebind" for s in found)
-
-
-def _children(path: str, candidates: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
-    depth = paths[path].depth
-    return [p for p in candidates if paths[p].depth == depth + 1
-            and p.startswith(path) and p[len(path):len(path) + 1] in (".", "[", ":")]
-
-
-def _parent(path: str, growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> str | None:
-    """The growing path one hop above ``path`` (None: it is where the growth starts)."""
-    depth = paths[path].depth
-    for p in growing:
-        if paths[p].depth == depth - 1 and path.startswith(p) and path[len(p):len(p) + 1] in (".", "[", ":"):
-            return p
-    return None
-
-
-def _roots(growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
-    """Where growth starts: the growing variables, and growing entries or attributes of a
-    variable that does not grow as a whole (the same name bound in two frames, or other
-    entries dropped meanwhile); one per such variable, the fastest growing."""
-    roots = [p for p in growing if paths[p].depth == 0]
-    best: dict[str, str] = {}
-    for path in growing:
-        stats = paths[path]
-        if stats.depth == 0 or _parent(path, growing, paths) is not None:
-            continue
-        if any(path.startswith(r) and path[len(r):len(r) + 1] in (".", "[", ":") for r in roots):
-            continue  # below a growing variable: found by walking down from it
-        key = stats.root
-        if key not in best or _score(growing[path]) > _score(growing[best[key]]):
-            best[key] = path
-    return roots + list(best.values())
-
-
-def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
-    chosen = []
-    for path in _roots(growing, paths):
-        current = path
-        while True:
-            kids = _children(current, growing, paths)
-            best = max(kids, key=lambda k: _score(growing[k]), default=None)
-            if best is None or _score(growing[best]) < 0.7 * _score(growing[current]):
-                break
-            current = best
-        chosen.append(current)
-    return chosen
+           "path_signal", "significant_growth", "MIN_BYTES_PER_STEP", "MIN_COUNT_PER_STEP"]
 
 
 def _files(stats: PathStats) -> list[str]:
@@ -373,7 +145,7 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
     snaps = [s for s in ev.snapshots if s.paths]
     if len(snaps) < 2:
         return []
-    return path_findings(ev, _growing_paths(snaps), snaps[-1].paths,
+    return path_findings(ev, growing_paths(snaps), snaps[-1].paths,
                          [s.step for s in snaps], growth)
 
 
@@ -386,7 +158,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
     there is an evaluation graph."""
     findings = []
     first_step, last_step = snapshot_steps[-2], snapshot_steps[-1]
-    for path in _culprits(growing, paths):
+    for path in culprit_paths(growing, paths):
         stats, sig = paths[path], growing[path]
         cause = _classify(stats, sig, ev)
         if eval_pass and cause == "retained_graph":
@@ -407,10 +179,21 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
             is_tuple=stats.type in ("tuple", "list"), hook=hooks)
         fix = path_fix.text
-        culprit = Culprit(name=path, kind=_kind(stats), file=stmt.file if stmt else stats.file,
-                          line=stmt.line if stmt else None, code=stmt.code if stmt else None,
-                          function=stmt.function if stmt else stats.function, type=stats.type)
+        # the statement sits in a helper that keeps what it is handed: the line is the
+        # call that hands the values over (the fix still edits the helper's statement)
+        site, passed_through = (None, []) if stmt is None or hooks or stats.kind == "grad" else (
+            caller_statement(stmt, _files(stats)) or (None, []))
+        shown = site or stmt
+        culprit = Culprit(name=path, kind=_kind(stats), file=shown.file if shown else stats.file,
+                          line=shown.line if shown else None, code=shown.code if shown else None,
+                          function=shown.function if shown else stats.function, type=stats.type)
         extra_evidence: tuple[str, ...] = ()
+        if site is not None and stmt is not None:
+            via = "".join(f", through `{c.code}` (line {c.line}, in `{c.function}`)"
+                          for c in reversed(passed_through))
+            extra_evidence = (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
+                              f"it is handed: the values come from `{site.code}` (line "
+                              f"{site.line}){via}",)
         if stats.kind == "grad":
             culprit, fix, line = grad_path_finding(stats, ev.create_graph_site or ev.backward_site)
             extra_evidence, stmt = (line,), None

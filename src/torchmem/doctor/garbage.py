@@ -33,8 +33,8 @@ import torch
 
 from torchmem.collect.cpu import heap_bytes
 from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key, storage_nbytes
-from torchmem.doctor.causes import GarbageRecord
 from torchmem.doctor.culprit import read_locals
+from torchmem.doctor.evidence import GarbageRecord
 
 __all__ = ["inspect_garbage"]
 
@@ -54,8 +54,37 @@ def _closure_name(obj: types.FunctionType, code_line: str) -> str:
     return obj.__name__ if obj.__name__ != "<lambda>" else obj.__qualname__
 
 
+def _next_objects(o: Any) -> list[Any]:
+    """What a walk along references goes on to from ``o``: container items, attributes,
+    a bound method's object, a tensor's autograd node, a node's inputs, and the attributes
+    a custom ``autograd.Function`` put on its ``ctx`` (the node is the ctx)."""
+    if isinstance(o, (list, tuple, set, frozenset)):
+        return list(o)
+    if isinstance(o, dict):
+        return list(o.values())
+    if isinstance(o, types.MethodType):
+        return [o.__self__]
+    if isinstance(o, torch.Tensor):
+        fn = o.grad_fn
+        return [fn] if fn is not None else []
+    out: list[Any] = []
+    if hasattr(o, "next_functions") and callable(getattr(o, "register_hook", None)):
+        try:  # an autograd node: its inputs' nodes
+            out.extend(f for f, _ in o.next_functions if f is not None)
+        except (RuntimeError, TypeError, AttributeError):
+            pass
+    if hasattr(o, "__dict__") and not isinstance(o, (type, types.ModuleType)):
+        try:
+            out.extend(vars(o).values())
+        except TypeError:
+            pass
+    return out
+
+
 def _back_reference(obj: Any) -> str | None:
-    """The attribute of ``obj`` through which it reaches itself again (the cycle's edge)."""
+    """The attribute of ``obj`` through which it reaches itself again (the cycle's edge),
+    also through tensors' autograd graphs (``self.out`` whose ``grad_fn`` keeps a bound
+    method of ``self``; ``ctx.out`` whose ``grad_fn`` is the ctx)."""
     try:
         attrs = vars(obj)
     except TypeError:
@@ -67,19 +96,21 @@ def _back_reference(obj: Any) -> str | None:
             o = stack.pop()
             if o is obj:
                 return name
-            if id(o) in seen or isinstance(o, (str, bytes, int, float, torch.Tensor)):
+            if id(o) in seen or isinstance(o, (str, bytes, int, float, type, types.ModuleType)):
                 continue
             seen.add(id(o))
-            if isinstance(o, (list, tuple, set, frozenset)):
-                stack.extend(o)
-            elif isinstance(o, dict):
-                stack.extend(o.values())
-            elif hasattr(o, "__dict__") and not isinstance(o, (type, types.ModuleType)):
-                try:
-                    stack.extend(vars(o).values())
-                except TypeError:
-                    pass
+            stack.extend(_next_objects(o))
     return None
+
+
+def _user_function_ctx(obj: Any, is_user: Callable[[str], bool]) -> str | None:
+    """The file of the user's ``autograd.Function`` when ``obj`` is one of its ctx nodes."""
+    forward_cls = getattr(type(obj), "_forward_cls", None)
+    if forward_cls is None:
+        return None
+    module = sys.modules.get(getattr(forward_cls, "__module__", "") or "")
+    file = getattr(module, "__file__", None)
+    return file if isinstance(file, str) and is_user(file) else None
 
 
 def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
@@ -123,6 +154,19 @@ def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
         return (f"exception {kind.__name__} kept with its traceback "
                 f"(frames of {frame.f_code.co_name}())", kind.__name__, file, frame.f_lineno,
                 linecache.getline(file, frame.f_lineno).strip())
+    ctx_file = _user_function_ctx(obj, is_user)
+    if ctx_file is not None:
+        # a custom Function's ctx that reaches itself: an attribute holding its own output
+        # (or the object whose attribute holds it) closes the cycle
+        attr = _back_reference(obj)
+        if attr is None:
+            return None
+        stmt = best_statement(find_statements(f"ctx.{attr}", [ctx_file]), "container")
+        name = stmt.target if stmt is not None and stmt.target else f"ctx.{attr}"
+        fn = type(obj)._forward_cls.__qualname__
+        return (f"the ctx of {fn} keeps `.{attr}`, which leads back to the ctx through "
+                f"the autograd graph", name, ctx_file, stmt.line if stmt else None,
+                stmt.code if stmt else None)
     module = sys.modules.get(getattr(kind, "__module__", "") or "")
     file = getattr(module, "__file__", None)
     if file and is_user(file):
@@ -212,7 +256,8 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
                 module = sys.modules.get(getattr(cls, "__module__", "") or "")
                 file = getattr(module, "__file__", None)
                 known = user_classes[cls] = (isinstance(file, str) and is_user(file)
-                                             and not issubclass(cls, type))
+                                             and not issubclass(cls, type)) or (
+                    _user_function_ctx(o, is_user) is not None)  # a user Function's ctx
             if known:
                 candidates.append(o)
     kinds.clear()
@@ -243,10 +288,10 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
                             saved[k] = storage_nbytes(s)
             sizes.append((storage_key(t), storage_nbytes(t), saved))
         for obj in candidates:
-            described = _describe(obj, is_user)
-            if described is not None:
-                reached = _reach(obj, index)
-                if reached:
+            reached = _reach(obj, index)  # first: describing walks further (graphs too)
+            if reached:
+                described = _describe(obj, is_user)
+                if described is not None:
                     anchors.append((described, reached))
     finally:
         tensors.clear()

@@ -40,14 +40,13 @@ from __future__ import annotations
 
 import gc
 import linecache
-import types
-import weakref
 from types import FrameType
 from typing import Any
 
-from torchmem.doctor.causes import Evidence, GradCheck, diagnose
+from torchmem.doctor.causes import Evidence, diagnose
 from torchmem.doctor.confidence import calibrate
-from torchmem.doctor.culprit import frame_chain, read_locals, take_snapshot
+from torchmem.doctor.culprit import take_snapshot
+from torchmem.doctor.grad_watch import GradWatch
 from torchmem.doctor.pass_evidence import PassEvidence
 from torchmem.doctor.runner import Outcome, Probe, Run
 
@@ -113,12 +112,9 @@ class DoctorProbe(Probe):
         self._reset_step_counters()
         self._gc_found = 0
         self._gc_callback_installed = False
-        self._grad_refs: list[weakref.ref[Any]] = []
-        self._grad_state: tuple[int, list[tuple[int | None, int]], int, int] | None = None
-        self._optimizer_name: str | None = None
+        self._grads = GradWatch()
         self._last_garbage_step = 0
         self._full_done = False
-        self._manual_update = False
         self.crash: Any = None
         self._samples: dict[str, list[Any]] = {}
         self._leaf_names: Any = None
@@ -173,7 +169,7 @@ class DoctorProbe(Probe):
             self.evidence = Evidence()
             self._samples = {}
             self._reset_step_counters()
-            self._grad_state = None
+            self._grads.reset()
 
     def on_step(self, run: Run, step: int, frame: FrameType | None) -> None:
         ev = self.evidence
@@ -198,8 +194,8 @@ class DoctorProbe(Probe):
                 stats = snaps[-1].paths.get(path)
                 if stats is not None and refs:
                     stats.survived_next = sum(r() is not None for r in refs) / len(refs)
-        if self._grad_state is not None and self._grad_state[0] == step - 1:
-            self._finish_grad_check(step, backward, zero, frame)
+        if self._grads.pending(step):
+            self._guard("gradient check", step, self._finish_grad_check, step, backward, zero, frame)
         last = run.max_steps is not None and step >= run.max_steps
         if analysis_steps(step) or last or step == 1:
             import time
@@ -212,7 +208,8 @@ class DoctorProbe(Probe):
                     self._guard("allocator statistics", step, self._allocator, step)
                     if self.census_at_end and (last or self._census_due(run, step)):
                         self._guard("census", step, self._take_census, step)
-                self._guard("gradient check", step, self._start_grad_check, run, step, frame)
+                self._guard("gradient check", step, self._grads.start, step, frame,
+                            run.main_globals, run.frames.is_user_file, run.outermost)
             finally:
                 self.analysis_s += time.perf_counter() - t0
 
@@ -323,86 +320,10 @@ class DoctorProbe(Probe):
         self._last_garbage_step = step
         self.evidence.garbage.append(record)
 
-    def _params(self, frame: FrameType | None, run: Run) -> None:
-        """Find up to 4 parameters to watch: an optimizer's, else a model's or leaf tensors'."""
-        import torch
-
-        found: list[Any] = []
-        fallback: list[tuple[str, Any]] = []
-        for f in frame_chain(frame, run.frames.is_user_file, run.outermost):
-            if f.f_code.co_name == "<module>":
-                spaces = list(f.f_globals.items())
-            else:
-                spaces = list(read_locals(f).items())
-            for name, value in spaces:
-                objs = [(name, value)]
-                if hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, torch.Tensor)):
-                    try:
-                        objs += [(f"{name}.{k}", v) for k, v in vars(value).items()]
-                    except TypeError:
-                        pass
-                for path, obj in objs:
-                    if isinstance(obj, torch.optim.Optimizer):
-                        if self._optimizer_name is None:
-                            self._optimizer_name = path
-                        for group in obj.param_groups:
-                            found.extend(group.get("params", ()))
-                    elif isinstance(obj, torch.nn.Module):
-                        fallback.extend((path, p) for p in obj.parameters())
-                    elif isinstance(obj, (list, tuple)) and obj and all(
-                            isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad for t in obj):
-                        fallback.extend((path, t) for t in obj)
-                    elif isinstance(obj, dict) and obj and all(
-                            isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad for t in obj.values()):
-                        fallback.extend((path, t) for t in obj.values())
-            spaces.clear()
-            if found:
-                break
-        if not found and fallback:
-            self._optimizer_name = self._optimizer_name or fallback[0][0]
-            self._manual_update = True
-            found = [t for _, t in fallback]
-        fallback.clear()
-        params = [p for p in found if getattr(p, "requires_grad", False)][:4]
-        self._grad_refs = [weakref.ref(p) for p in params]
-
-    def _grad_snapshot(self) -> list[tuple[int | None, int]]:
-        from torchmem.collect.graph import storage_key
-
-        out: list[tuple[int | None, int]] = []
-        for ref in self._grad_refs:
-            p = ref()
-            g = p.grad if p is not None else None
-            out.append((storage_key(g), int(g._version)) if g is not None else (None, 0))
-        return out
-
-    def _start_grad_check(self, run: Run, step: int, frame: FrameType | None) -> None:
-        if not self._grad_refs or all(r() is None for r in self._grad_refs):
-            self._params(frame, run)
-        if self._grad_refs:
-            self._grad_state = (step, self._grad_snapshot(), 0, 0)
-
     def _finish_grad_check(self, step: int, backward: int, zero: int, frame: FrameType | None) -> None:
-        state = self._grad_state
-        self._grad_state = None
-        if state is None or not self._grad_refs or not state[1]:
-            return
-        now = self._grad_snapshot()
-        before = state[1]
-        same = all(b[0] is not None and b[0] == n[0] for b, n in zip(before, now))
-        only_backward = all(n[1] - b[1] == backward for b, n in zip(before, now)) if backward else False
-        site = _site(frame)
-        grad_bytes = 0
-        for ref in self._grad_refs:
-            p = ref()
-            if p is not None and p.grad is not None:
-                grad_bytes += p.grad.numel() * p.grad.element_size()
-        self.evidence.grad_checks.append(GradCheck(
-            step=step, accumulated=same and only_backward, zero_grad_calls=zero,
-            manual=self._manual_update,
-            backward_calls=backward, grad_bytes=grad_bytes, optimizer_name=self._optimizer_name,
-            file=site[0] if site else None, line=site[1] if site else None,
-            code=site[2] if site else None))
+        check = self._grads.finish(step, backward, zero, frame)
+        if check is not None:
+            self.evidence.grad_checks.append(check)
 
     def on_finish(self, run: Run, outcome: Outcome) -> None:
         if self._native is not None:

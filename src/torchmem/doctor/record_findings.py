@@ -16,7 +16,7 @@ from torchmem.model.capture import Culprit, Finding
 from torchmem.units import KiB, format_bytes
 
 if TYPE_CHECKING:
-    from torchmem.doctor.causes import Evidence
+    from torchmem.doctor.evidence import Evidence
 
 __all__ = ["cycle_findings", "grad_findings", "cuda_findings", "MIN_GARBAGE_BYTES"]
 
@@ -63,7 +63,9 @@ def grad_findings(ev: Evidence) -> list[Finding]:
     checks = ev.grad_checks
     if len(checks) < 3:
         return []
-    bad = [c for c in checks if c.accumulated and c.zero_grad_calls == 0]
+    # gradients that accumulate harm only when they are applied: an interval in which no
+    # parameter changed (backward() in a loop without an update) is not evidence
+    bad = [c for c in checks if c.accumulated and c.zero_grad_calls == 0 and c.updated is not False]
     if len(bad) < 0.8 * len(checks):
         return []
     last = bad[-1]

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-__all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path"]
+__all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path",
+           "writes_other_key", "load_tree"]
 
 _ADDERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault",
                      "appendleft", "extendleft", "put", "put_nowait", "__setitem__"})
@@ -134,7 +135,8 @@ def _parse(file: str, mtime: float) -> tuple[ast.Module, tuple[str, ...]] | None
     return tree, tuple(text.splitlines())
 
 
-def _load(file: str) -> tuple[ast.Module, tuple[str, ...]] | None:
+def load_tree(file: str) -> tuple[ast.Module, tuple[str, ...]] | None:
+    """The parsed module and source lines of ``file`` (cached; None when unreadable)."""
     try:
         mtime = os.path.getmtime(file)
     except OSError:
@@ -167,6 +169,13 @@ class _Finder(ast.NodeVisitor):
         self.function = "<module>"
         self.loops = 0
         self.found: list[Statement] = []
+        self.aliases: set[str] = set()  # local names bound to the culprit in this function
+
+    def _hit(self, expr: ast.AST) -> bool:
+        if _matches(expr, self.wanted):
+            return True
+        names = stem(expr)
+        return names is not None and len(names) == 1 and names[0] in self.aliases
 
     def _add(self, node: ast.AST, kind: str, value: ast.AST | None, target: ast.AST | None,
              method: str | None = None) -> None:
@@ -179,10 +188,10 @@ class _Finder(ast.NodeVisitor):
             target=ast.unparse(target) if target is not None else None, method=method))
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        saved = self.function, self.loops
-        self.function, self.loops = node.name, 0
+        saved = self.function, self.loops, self.aliases
+        self.function, self.loops, self.aliases = node.name, 0, set()
         self.generic_visit(node)
-        self.function, self.loops = saved
+        self.function, self.loops, self.aliases = saved
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
@@ -204,13 +213,13 @@ class _Finder(ast.NodeVisitor):
                         or (receiver and owner and receiver[0] == owner[0] and set(receiver) <= set(owner)):
                     arg = node.args[0] if node.args else None
                     self._add(node, "hook", arg, func.value, func.attr)
-            elif not self.hook and func.attr in _ADDERS and _matches(func.value, self.wanted):
+            elif not self.hook and func.attr in _ADDERS and self._hit(func.value):
                 arg = node.args[-1] if node.args else (node.keywords[0].value if node.keywords else None)
                 self._add(node, "add", arg, func.value, func.attr)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if not self.hook and _matches(node.target, self.wanted):
+        if not self.hook and self._hit(node.target):
             kind = "setitem" if isinstance(node.target, ast.Subscript) and stem(node.target) == self.wanted else "augassign"
             self._add(node, kind, node.value, node.target)
         self.generic_visit(node)
@@ -220,13 +229,20 @@ class _Finder(ast.NodeVisitor):
             return
         for target in targets:
             for t in _targets(target):
-                if isinstance(t, ast.Subscript) and _matches(t.value, self.wanted):
+                if isinstance(t, ast.Subscript) and self._hit(t.value):
                     self._add(node, "setitem", value, t.value)
                 elif not isinstance(t, ast.Subscript) and _matches(t, self.wanted):
                     self._add(node, "assign" if _reads(value, self.wanted) else "rebind", value, t)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assign(node, node.targets, node.value)
+        if (self.function != "<module>" and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, (ast.Attribute, ast.Subscript, ast.Name))
+                and _matches(node.value, self.wanted)):
+            # `summaries = self._summaries`: what is added through the alias below in
+            # this function is added to the culprit
+            self.aliases.add(node.targets[0].id)
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -250,7 +266,7 @@ def find_statements(path: str, files: list[str], *, hook: bool = False) -> list[
         wanted = wanted[:-1] + ["hooks"]
     out: list[Statement] = []
     for file in dict.fromkeys(f for f in files if f):
-        parsed = _load(file)
+        parsed = load_tree(file)
         if parsed is None:
             continue
         tree, lines = parsed
@@ -265,6 +281,71 @@ def find_statements(path: str, files: list[str], *, hook: bool = False) -> list[
         if len({(s.file, s.line) for s in anywhere}) == 1:
             out = anywhere
     return out
+
+
+_NO_KEY = object()
+_PREFIX = object()
+
+
+def _segments(text: str) -> list[object] | None:
+    """The names and subscript keys of an expression, root first: ``logs['z'].a`` ->
+    ``['logs', ('z',), 'a']``; an f-string key is ``(_PREFIX, its constant start)``, any
+    other key that is not a constant ``(_NO_KEY,)``. None when
+    the text is not an expression (closure paths, ``<locals>``)."""
+    try:
+        node: ast.AST = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    out: list[object] = []
+    while True:
+        if isinstance(node, ast.Subscript):
+            key = node.slice
+            if isinstance(key, ast.Constant):
+                out.append((key.value,))
+            elif isinstance(key, ast.JoinedStr) and key.values and isinstance(key.values[0], ast.Constant):
+                out.append((_PREFIX, key.values[0].value))  # f'norm_{name}': starts so
+            else:
+                out.append((_NO_KEY,))
+            node = node.value
+        elif isinstance(node, ast.Attribute):
+            out.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            out.append(node.id)
+            return out[::-1]
+        else:
+            return None
+
+
+def writes_other_key(target: str | None, path: str | None) -> bool:
+    """True when ``target`` (as written in a statement) and the culprit ``path`` name
+    different constant keys of the same container (``logs['avg_loss']`` against the
+    culprit ``logs['z']``): the statement fills another entry, not the culprit.
+
+    The two are aligned at their root when it is the same name, else at their ends
+    (``self.logs['z']`` against ``trainer.logs['z']``).
+    """
+    if not target or not path:
+        return False
+    a, b = _segments(target), _segments(path)
+    if not a or not b:
+        return False
+    if a[0] != b[0]:
+        n = min(len(a), len(b))
+        a, b = a[len(a) - n:], b[len(b) - n:]
+    for x, y in zip(a, b):
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if _NO_KEY in (x[0], y[0]) or (x[0] is _PREFIX and y[0] is _PREFIX):
+                continue
+            if x[0] is _PREFIX or y[0] is _PREFIX:
+                prefix, key = (x[1], y[0]) if x[0] is _PREFIX else (y[1], x[0])
+                if not (isinstance(key, str) and key.startswith(str(prefix))):
+                    return True
+            elif x != y:
+                return True
+        elif x != y and not (isinstance(x, str) and isinstance(y, str)):
+            return False  # the structures part: nothing to compare
+    return False
 
 
 #: values that initialise a variable rather than add to it
@@ -289,10 +370,14 @@ def best_statement(statements: list[Statement], want: str = "container",
         want: ``container`` (prefer append-like), ``chain`` (prefer rebinding that reads
             the old value), ``sum`` (prefer ``+=``) or ``hook``.
         function: the function that holds the culprit, preferred when tied.
-        exact: the culprit text; statements written exactly so are preferred.
+        exact: the culprit text; statements written exactly so are preferred, and
+            statements that write another constant key of the same container
+            (:func:`writes_other_key`) are left out.
     """
     order = _PREFERENCE.get(want, _PREFERENCE["container"])
     best: tuple[tuple[int, ...], Statement] | None = None
+    if exact is not None:  # a statement that fills another constant key is not a candidate
+        statements = [s for s in statements if not writes_other_key(s.target, exact)]
     for s in statements:
         if s.kind not in order:
             continue

@@ -1,0 +1,219 @@
+"""Which snapshot paths keep growing, and where along a path the growth is best named.
+
+A path's growth between two snapshots is its *signal* per step (bytes, tensors with
+``grad_fn``, graph nodes, hooks, tensors, items: :func:`path_signal`). A path counts as
+growing only when it grew in the last interval between snapshots *and* in the one before
+(a cache that fills and then stops, or a bounded deque, is quiet), or when it holds
+autograd graphs and grows again after each reset (an accumulator emptied every epoch).
+
+A path whose content was released between two snapshots (an episode's list of
+log-probabilities consumed by the episode's backward and emptied; a variable rebound each
+step that holds one step's graph) does not count as growing (:func:`_released`).
+
+The culprit of a growing variable is the deepest growing path below it that explains at
+least 70% of its growth (:func:`culprit_paths`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from torchmem.doctor.culprit import PathStats, Snapshot
+from torchmem.doctor.source import find_statements
+from torchmem.units import KiB
+
+__all__ = ["growing_paths", "culprit_paths", "path_signal", "significant_growth", "score",
+           "MIN_BYTES_PER_STEP", "MIN_COUNT_PER_STEP", "MIN_GRAPHS_PER_STEP"]
+
+#: retained bytes per step below which a path's growth is ignored
+MIN_BYTES_PER_STEP = 2 * KiB
+#: graph nodes per step below which a growing graph is ignored
+MIN_COUNT_PER_STEP = 0.5
+#: tensors-with-graph (or hooks) kept per step below which growth is ignored (1 in 20 steps)
+MIN_GRAPHS_PER_STEP = 0.05
+
+def _rate(a: PathStats | None, b: PathStats, steps: int, attr: str) -> float:
+    before = getattr(a, attr) if a is not None else 0
+    return (getattr(b, attr) - before) / max(steps, 1)
+
+
+def _signals(a: PathStats | None, b: PathStats, steps: int) -> dict[str, float]:
+    return {
+        "bytes": _rate(a, b, steps, "retained_bytes"),
+        "grad_tensors": _rate(a, b, steps, "grad_tensors"),
+        "nodes": _rate(a, b, steps, "graph_nodes"),
+        "hooks": _rate(a, b, steps, "hooks"),
+        "tensors": _rate(a, b, steps, "tensors"),
+        "items": (((b.items or 0) - ((a.items or 0) if a else 0)) / max(steps, 1)),
+    }
+
+
+def _significant(sig: dict[str, float]) -> bool:
+    return (sig["bytes"] >= MIN_BYTES_PER_STEP or sig["grad_tensors"] >= MIN_GRAPHS_PER_STEP
+            or sig["hooks"] >= MIN_GRAPHS_PER_STEP
+            or (sig["nodes"] >= MIN_COUNT_PER_STEP and sig["bytes"] >= 0))
+
+
+#: the growth of one path between two snapshots, per step (bytes, tensors, graph nodes...)
+path_signal = _signals
+#: whether such a growth clears the thresholds above
+significant_growth = _significant
+
+
+def _score(sig: dict[str, float]) -> float:
+    return max(sig["bytes"], 0.0) + 256.0 * max(sig["grad_tensors"] + sig["hooks"] + sig["nodes"], 0.0)
+
+
+def _graphs(sig: dict[str, float]) -> bool:
+    return sig["grad_tensors"] > 0 or sig["nodes"] > 0
+
+
+def _dropped(sig: dict[str, float]) -> bool:
+    return sig["bytes"] < 0 or sig["nodes"] < 0 or sig["grad_tensors"] < 0 or sig["items"] < 0
+
+
+def _path_trend(snaps: Sequence[Snapshot], path: str) -> dict[str, float] | None:
+    """The growth signal of ``path`` if it grows steadily, or grows again after each reset.
+
+    Steady: it grew in the last interval and in the one before. Reset (an accumulator
+    emptied each epoch): it holds autograd graphs, grew in the last interval (or the one
+    before, when the last two snapshots fell on the same phase of the epoch), and an
+    earlier interval shows the drop of a reset.
+    """
+    seq: list[dict[str, float] | None] = []
+    for before, after in zip(snaps, snaps[1:]):
+        a, b = before.paths.get(path), after.paths.get(path)
+        seq.append(_signals(a, b, after.step - before.step) if a is not None and b is not None else None)
+    if not seq or seq[-1] is None:
+        return None
+    last = seq[-1]
+    prev = seq[-2] if len(seq) >= 2 else None
+    drops = [i for i, sg in enumerate(seq) if sg is not None and _dropped(sg)]
+    if _significant(last):
+        if prev is None:
+            return last if snaps[-1].step - snaps[-2].step >= 3 else None
+        if _significant(prev) or (_score(prev) > 0 and _score(prev) >= 0.25 * _score(last)):
+            return dict(last, resets=0.0)
+        if _graphs(last) and drops and any(
+                sg is not None and _significant(sg) and _graphs(sg) for sg in seq[:drops[-1]]):
+            return dict(last, resets=float(len(drops)))
+        return None
+    if (prev is not None and _score(last) == 0 and not _dropped(last) and _significant(prev)
+            and _graphs(prev) and drops and drops[-1] < len(seq) - 2):
+        return dict(prev, resets=float(len(drops)))
+    return None
+
+
+def _released(stats: PathStats, sig: dict[str, float], one_step: Sequence[float] = ()) -> bool:
+    """True when nothing the path held at the previous snapshot is still alive, and what it
+    holds now is consumed or one step's worth: not accumulation.
+
+    * a container (an episode's list of log-probabilities) whose content never outlived a
+      step (``one_step``: at every snapshot where it was measured, none of what it held
+      was alive at the next step boundary: filled and consumed within a step) and whose
+      graphs were all backpropagated (no node holds its saved tensors); a list that keeps
+      each step's loss until the epoch ends is not released;
+    * one tensor rebound each step (``G = G.mean()``) whose count only seemed to grow
+      because the snapshots fell on different phases, and whose graph holds one forward
+      pass (a chain over k steps holds k passes through the same parameters).
+    """
+    if stats.survived is None or stats.survived > 0 or stats.kind == "grad":
+        return False
+    if stats.items is not None:
+        return bool(one_step) and not any(one_step) and stats.live_nodes == 0
+    return bool(sig.get("resets")) and stats.passes <= 1
+
+
+def _growing_paths(snaps: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
+    """Paths that keep growing (see :func:`_path_trend`), with their growth signal; paths
+    whose content was released since the previous snapshot (:func:`_released`) are not."""
+    out: dict[str, dict[str, float]] = {}
+    for path, stats in snaps[-1].paths.items():
+        trend = _path_trend(snaps, path)
+        one_step = [p.survived_next for p in (s.paths.get(path) for s in snaps)
+                    if p is not None and p.survived_next is not None]
+        if trend is not None and not _released(stats, trend, one_step) \
+                and not _rebound_fresh(stats, trend) and not _bounded(stats, trend):
+            out[path] = trend
+    return out
+
+
+def _rebound_fresh(stats: PathStats, sig: dict[str, float]) -> bool:
+    """True for a variable rebound to a fresh value each step whose size merely varies.
+
+    ``x = torch.randn(batch, 512)`` with a random ``batch``: nothing it held at the previous
+    snapshot is alive, no graph grows, and every statement that binds it is a plain
+    rebinding that does not read its old value. Such a variable cannot accumulate: its
+    bytes at two snapshots differ by the sizes of two unrelated values. (``x =
+    torch.cat([x, new])`` reads the old value and still counts; so does a graph that
+    grows through it.)
+    """
+    if stats.items is not None or stats.kind in ("grad", "hook", "closure") or _graphs(sig):
+        return False
+    if stats.survived is None or stats.survived > 0:
+        return False
+    files = [f for f in (stats.owner_file, stats.file) if f]
+    found = find_statements(stats.path, files)
+    return bool(found) and all(s.kind == "rebind" for s in found)
+
+
+def _bounded(stats: PathStats, sig: dict[str, float]) -> bool:
+    """A container with a capacity (``deque(maxlen=N)``) that keeps no graphs: it fills up
+    to ``N`` items and then stays level, however far from full the run ended. (One that
+    keeps graphs still holds up to ``N`` of them, and is reported.)"""
+    return stats.capacity is not None and not _graphs(sig)
+
+
+def _children(path: str, candidates: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
+    depth = paths[path].depth
+    return [p for p in candidates if paths[p].depth == depth + 1
+            and p.startswith(path) and p[len(path):len(path) + 1] in (".", "[", ":")]
+
+
+def _parent(path: str, growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> str | None:
+    """The growing path one hop above ``path`` (None: it is where the growth starts)."""
+    depth = paths[path].depth
+    for p in growing:
+        if paths[p].depth == depth - 1 and path.startswith(p) and path[len(p):len(p) + 1] in (".", "[", ":"):
+            return p
+    return None
+
+
+def _roots(growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
+    """Where growth starts: the growing variables, and growing entries or attributes of a
+    variable that does not grow as a whole (the same name bound in two frames, or other
+    entries dropped meanwhile); one per such variable, the fastest growing."""
+    roots = [p for p in growing if paths[p].depth == 0]
+    best: dict[str, str] = {}
+    for path in growing:
+        stats = paths[path]
+        if stats.depth == 0 or _parent(path, growing, paths) is not None:
+            continue
+        if any(path.startswith(r) and path[len(r):len(r) + 1] in (".", "[", ":") for r in roots):
+            continue  # below a growing variable: found by walking down from it
+        key = stats.root
+        if key not in best or _score(growing[path]) > _score(growing[best[key]]):
+            best[key] = path
+    return roots + list(best.values())
+
+
+def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> list[str]:
+    chosen = []
+    for path in _roots(growing, paths):
+        current = path
+        while True:
+            kids = _children(current, growing, paths)
+            best = max(kids, key=lambda k: _score(growing[k]), default=None)
+            if best is None or _score(growing[best]) < 0.7 * _score(growing[current]):
+                break
+            current = best
+        chosen.append(current)
+    return chosen
+
+
+#: the paths that keep growing, with their growth signal per step
+growing_paths = _growing_paths
+#: the culprit path of each place where growth starts
+culprit_paths = _culprits
+#: how much a growth signal weighs (bytes, and 256 bytes per graph, hook or node)
+score = _score

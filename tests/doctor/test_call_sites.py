@@ -1,0 +1,109 @@
+"""From a statement inside a helper to the call that hands it the values (static)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from torchmem.doctor.call_sites import caller_statement
+from torchmem.doctor.source import best_statement, find_statements
+
+SOURCE = '''
+from collections import OrderedDict
+
+
+class Meter:
+    def update(self, val, n=1):
+        self.sum = self.sum + val * n
+
+
+class Summary:
+    def __init__(self):
+        self._parts = {}
+
+    def add(self, d):
+        parts = self._parts
+        for k, v in d.items():
+            parts[k].append(v)
+
+
+class Model:
+    def step(self, x):
+        out = self.net(x)
+        self.history.append(out)
+
+
+def log_scalar(meters, key, value):
+    meters[key].update(value, 1)
+
+
+def train(model, meters, summary, loader):
+    registry = OrderedDict()
+    registry.update({"a": 1})
+    for x in loader:
+        loss = model.step(x)
+        log_scalar(meters, "loss", loss * 2)
+        summary.add({"out": loss})
+'''
+
+
+@pytest.fixture()
+def source_file(tmp_path):
+    path = tmp_path / "helpers_src.py"
+    path.write_text(textwrap.dedent(SOURCE), encoding="utf-8")
+    return str(path)
+
+
+def _lift(path, want, file):
+    stmt = best_statement(find_statements(path, [file]), want, exact=path)
+    return stmt, caller_statement(stmt, [file])
+
+
+def test_a_value_handed_through_two_helpers_is_lifted_to_the_call_that_makes_it(source_file):
+    stmt, lifted = _lift("meters['loss'].sum", "sum", source_file)
+    assert stmt.line == 7  # inside Meter.update
+    call, through = lifted
+    assert (call.line, call.function, call.value) == (35, "train", "loss * 2")
+    assert [c.line for c in through] == [27]  # log_scalar passes `value` on unchanged
+
+
+def test_a_container_filled_through_an_alias_is_lifted_to_the_method_call(source_file):
+    stmt, lifted = _lift("summary._parts", "container", source_file)
+    assert stmt.line == 17 and stmt.kind == "add"  # parts[k].append(v), parts = self._parts
+    call, through = lifted
+    assert (call.line, call.code, through) == (36, 'summary.add({"out": loss})', [])
+
+
+def test_a_value_the_method_makes_itself_stays_on_its_line(source_file):
+    stmt, lifted = _lift("model.history", "container", source_file)
+    assert stmt.line == 23 and lifted is None
+
+
+def test_ambiguous_or_foreign_call_sites_are_not_lifted(tmp_path):
+    src = SOURCE + '''
+def other(meters):
+    for i in range(3):
+        log_scalar(meters, "acc", i)
+'''
+    path = tmp_path / "two_callers.py"
+    path.write_text(textwrap.dedent(src), encoding="utf-8")
+    # log_scalar is now called from two loops: the line would be a guess
+    stmt = best_statement(find_statements("meters['loss'].sum", [str(path)]), "sum")
+    assert caller_statement(stmt, [str(path)]) is None
+
+
+def test_a_helper_that_computes_with_a_method_call_keeps_the_line(tmp_path):
+    # `z.detach()[::10]` is made in the helper: that is the statement to change
+    src = '''
+def keep(logs, z):
+    logs["z"].append(z.detach()[::10])
+
+def run(logs, batches):
+    for z in batches:
+        keep(logs, z)
+'''
+    path = tmp_path / "view_helper.py"
+    path.write_text(textwrap.dedent(src), encoding="utf-8")
+    stmt = best_statement(find_statements("logs['z']", [str(path)]), "container", exact="logs['z']")
+    assert stmt.line == 3 and caller_statement(stmt, [str(path)]) is None
