@@ -85,7 +85,8 @@ def test_selection():
     assert {r.code for r in select_rules(["TMM"])} == default
     assert {r.code for r in select_rules(["ALL"])} == set(ALL)
     assert {r.code for r in select_rules(["TMM9"])} == {c for c in ALL if c.startswith("TMM9")}
-    assert [r.code for r in select_rules(["TMM1"], ["TMM102"])] == ["TMM101", "TMM103", "TMM104"]
+    assert [r.code for r in select_rules(["TMM1"], ["TMM102"])] == ["TMM101", "TMM103", "TMM104",
+                                                                  "TMM105"]
     assert resolve_codes(["graph-accumulation"]) == {"TMM101"}
     with pytest.raises(UsageError, match="TMM777"):
         select_rules(["TMM777"])

@@ -4,7 +4,8 @@ Families (the hundreds digit of the code):
 
 - ``TMM1xx`` :mod:`~torchmem.lint.rules.graph`: autograd graphs kept alive across iterations
   (TMM102 in :mod:`~torchmem.lint.rules.recurrent`, TMM103 in
-  :mod:`~torchmem.lint.rules.evaluation`, TMM104 in :mod:`~torchmem.lint.rules.retain`).
+  :mod:`~torchmem.lint.rules.evaluation`, TMM104 in :mod:`~torchmem.lint.rules.retain`, TMM105 in
+  :mod:`~torchmem.lint.rules.lightning`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -18,6 +19,7 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     autograd,
     evaluation,
     graph,
+    lightning,
     loops,
     opinionated,
     recurrent,
