@@ -4,8 +4,8 @@
 #   batched prediction loop of chemprop/train/predict.py
 # Adapted: RDKit parsing replaced by a character-level featurization of the SMILES string
 #   (one atom per letter, a bond between consecutive atoms), the MPN encoder reduced to a
-#   depth-3 directed message passing network of hidden size 64, 60 batches of 50 random
-#   SMILES-like strings (every molecule new, as in a screening run), cpu, seeded.
+#   depth-3 directed message passing network of hidden size 64, 40 batches of 50 random
+#   SMILES-like strings, cpu, seeded.
 import random
 from typing import List
 
@@ -196,5 +196,5 @@ if __name__ == '__main__':
     rng = random.Random(0)
     torch.manual_seed(0)
     model = MoleculeModel()
-    preds = predict(model, screening_batches(rng, 60, 50))
+    preds = predict(model, screening_batches(rng, 40, 50))
     print(len(preds), 'predictions, mean', float(np.mean(preds)))

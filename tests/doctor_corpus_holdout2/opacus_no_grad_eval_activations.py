@@ -4,8 +4,7 @@
 #   from opacus/grad_sample/linear.py
 # Adapted: only the parts of GradSampleModule that a two-layer MLP uses (nn.Linear layers;
 #   the privacy engine, noise and clipping left out), random 32-feature data, 10 training
-#   steps then 40 evaluation batches under torch.no_grad() with the model still in training
-#   mode as in the report, cpu, seeded.
+#   steps then 40 evaluation batches as in the report, cpu, seeded.
 from functools import partial
 from typing import List
 

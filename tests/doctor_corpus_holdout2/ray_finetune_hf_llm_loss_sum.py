@@ -1,6 +1,6 @@
 # Source: https://github.com/ray-project/ray/pull/40940
 #   code: the training loop of doc/source/templates/04_finetuning_llms_with_deepspeed/finetune_hf_llm.py
-#   as shown in the pull request's diff (s_fwd / loss_sum / fwd_time_sum / bwd_time_sum / opt step)
+#   as shown in the pull request's diff (timed forward, backward and optimizer step)
 # Adapted: the Hugging Face causal LM replaced by a 2-layer transformer LM of width 64 over a
 #   500-token vocabulary returning an object with `.loss`, Ray Train, DeepSpeed and accelerate
 #   dropped (accelerator.backward(loss) -> loss.backward()), random token batches instead of the
