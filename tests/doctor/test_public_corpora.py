@@ -1,8 +1,9 @@
 """Integrity of the public corpora of real code, not the doctor's score.
 
-``tests/doctor_corpus_public`` (used while the doctor is improved) and
-``tests/doctor_corpus_holdout`` (never tuned on: it measures the doctor on code it has not
-seen, so it shares no source with the public one). Every script there is adapted from a
+``tests/doctor_corpus_public`` (used while the doctor is improved),
+``tests/doctor_corpus_holdout`` (held out: it shares no source with the public one) and
+``tests/doctor_corpus_holdout2`` (held out, scored once before any tuning: it shares no
+source with any other corpus). Every script there is adapted from a
 public report (a GitHub issue or pull request, a forum thread, a repository at a given
 commit) and says so in its header. This checks the
 manifest and the files only: the manifest is valid and in the main corpus's format, every
@@ -24,7 +25,10 @@ from torchmem.model.capture import CAUSES
 TESTS = Path(__file__).resolve().parents[1]
 #: corpus name -> (directory, fewest scripts it must list)
 CORPORA = {"public": (TESTS / "doctor_corpus_public", 40),
-           "holdout": (TESTS / "doctor_corpus_holdout", 27)}
+           "holdout": (TESTS / "doctor_corpus_holdout", 27),
+           "holdout2": (TESTS / "doctor_corpus_holdout2", 18)}
+#: the corpora whose sources come from public reports, and the linter's recall corpus
+OTHER_SOURCES = [TESTS / "doctor_corpus", TESTS.parent / "benchmarks" / "lint_recall"]
 MANIFESTS = {name: json.loads((d / "manifest.json").read_text(encoding="utf-8"))
              for name, (d, _) in CORPORA.items()}
 ENTRIES = [(name, e) for name, m in MANIFESTS.items() for e in m["scripts"]]
@@ -64,6 +68,41 @@ def test_the_held_out_corpus_shares_no_source_with_the_public_one():
     assert not {e["script"] for e in held_out} & {e["script"] for e in public}
 
 
+def _report(url: str) -> str:
+    """The report a URL names (``github.com/o/r/issues/12``, a forum thread), without anchors."""
+    url = url.split("#")[0].rstrip("/")
+    m = re.match(r"https://github\.com/([^/]+/[^/]+)/(issues|pull)/(\d+)", url)
+    if m:
+        return f"{m[1]}/{m[3]}".lower()
+    m = re.match(r"https://discuss\.pytorch\.org/t/[^/]+/(\d+)", url)
+    if m:
+        return f"discuss/{m[1]}"
+    return url.lower()
+
+
+def _urls_in(directory: Path) -> set[str]:
+    """Every https URL written in a corpus's scripts, manifests and headers."""
+    found = set()
+    for path in directory.rglob("*"):
+        if path.suffix in (".py", ".json", ".md", ".csv", ".txt") and path.is_file():
+            found |= set(re.findall(r"https://[^\s\"'<>)\]]+", path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_the_second_held_out_corpus_shares_no_report_with_any_other_corpus():
+    mine = MANIFESTS["holdout2"]["scripts"]
+    sources = {_report(e["source"]) for e in mine}
+    sources |= {_report(e["fix"]["from"]) for e in mine if "fix" in e}
+    others = set()
+    for name in ("public", "holdout"):
+        others |= {_report(u) for u in _urls_in(CORPORA[name][0])}
+    for directory in OTHER_SOURCES:
+        others |= {_report(u) for u in _urls_in(directory)}
+    assert not sources & others, sorted(sources & others)
+    taken = {e["script"] for name in ("public", "holdout") for e in MANIFESTS[name]["scripts"]}
+    assert not {e["script"] for e in mine} & taken
+
+
 @pytest.mark.parametrize("corpus, entry", ENTRIES, ids=IDS)
 def test_entry_is_well_formed(corpus, entry):
     assert set(entry) <= FIELDS, set(entry) - FIELDS
@@ -100,3 +139,17 @@ def test_script_compiles_and_names_its_source(corpus, entry):
     fix = entry.get("fix")
     if fix and "before" in fix:  # the public fix rewrites the statement it names
         assert lines[fix["line"] - 1].strip() == fix["before"], entry["script"]
+
+
+@pytest.mark.parametrize("entry", MANIFESTS["holdout2"]["scripts"],
+                         ids=[e["script"] for e in MANIFESTS["holdout2"]["scripts"]])
+def test_second_held_out_lines_name_the_culprit(entry):
+    """Every expected line of the second held-out corpus names one of the accepted culprits."""
+    if entry["cause"] == "healthy":
+        return
+    lines = (CORPORA["holdout2"][0] / entry["script"]).read_text(encoding="utf-8").splitlines()
+    names = {part for culprit in entry["culprit"]
+             for part in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", culprit)} - {"self"}
+    for n in entry["line"]:
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", lines[n - 1]))
+        assert names & words, (entry["script"], n, lines[n - 1].strip(), sorted(names))
