@@ -107,3 +107,25 @@ def run(logs, batches):
     path.write_text(textwrap.dedent(src), encoding="utf-8")
     stmt = best_statement(find_statements("logs['z']", [str(path)]), "container", exact="logs['z']")
     assert stmt.line == 3 and caller_statement(stmt, [str(path)]) is None
+
+
+def test_a_value_made_by_calling_a_function_it_was_given_keeps_the_line(tmp_path):
+    # `loss = loss_function(*tensors)` is made in optimize(): its caller only passes the
+    # function, so the line to change is the append inside optimize()
+    src = '''
+from functools import reduce
+
+def optimize(tensors, loss_function, steps=10):
+    losses = []
+    for _ in range(steps):
+        loss = loss_function(*tensors)
+        losses.append(reduce(lambda x, y: x + y, loss))
+    return losses
+
+def main(u, v, fn):
+    optimize([u, v], fn)
+'''
+    path = tmp_path / "optimize_src.py"
+    path.write_text(textwrap.dedent(src), encoding="utf-8")
+    stmt = best_statement(find_statements("losses", [str(path)]), "container", exact="losses")
+    assert stmt.line == 8 and caller_statement(stmt, [str(path)]) is None

@@ -42,6 +42,7 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("cycle_closure.py", "reference_cycle", None, 8),
     ("exception_cycle.py", "reference_cycle", None, 12),
     ("ctx_keeps_output.py", "reference_cycle", "ctx.result", 8),  # a Function's ctx keeps its output
+    ("closure_callback_cycle.py", "reference_cycle", "on_done", 13),  # where the closure is stored
     ("module_keeps_function_output.py", "reference_cycle", "Layer.cache", 20),  # ctx keeps a bound method
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):

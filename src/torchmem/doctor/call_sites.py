@@ -102,7 +102,7 @@ def _assignments(func: _Func) -> dict[str, list[ast.AST]]:
     return out
 
 
-def _made_here(node: ast.AST) -> bool:
+def _made_here(node: ast.AST, local: frozenset[str] = frozenset()) -> bool:
     """True when the expression computes with a method call (``self.model(x)``,
     ``z.detach()[::10]``, ``out.softmax(-1)``): its value is made in the function, which
     is where it is changed. Arithmetic, indexing, iterating a dict (``d.items()``) and
@@ -112,6 +112,8 @@ def _made_here(node: ast.AST) -> bool:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and n.func.attr not in _ITERATORS:
             return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in local:
+            return True  # calls a function it was given or built (`loss_function(*tensors)`)
     return False
 
 
@@ -122,8 +124,10 @@ def _feeding(value: ast.AST, func: _Func, params: list[str]) -> set[str] | None:
     seen: set[str] = set()
     found: set[str] = set()
 
+    local = frozenset(params) | frozenset(assigned)
+
     def walk(expr: ast.AST) -> bool:
-        if _made_here(expr):
+        if _made_here(expr, local):
             return False
         for name in _names(expr):
             if name in params and name not in assigned:

@@ -22,6 +22,7 @@ torch imported); the doctor does that only when memory grows and nothing else ex
 
 from __future__ import annotations
 
+import ast
 import gc
 import linecache
 import sys
@@ -113,6 +114,41 @@ def _user_function_ctx(obj: Any, is_user: Callable[[str], bool]) -> str | None:
     return file if isinstance(file, str) and is_user(file) else None
 
 
+def _stored_at(file: str, def_line: int, name: str) -> tuple[int, str] | None:
+    """Where a closure defined with ``def name`` at ``def_line`` is stored, in the function
+    that defines it: the one statement that registers it as a hook, assigns it to an
+    attribute or item, or adds it to a container (that statement closes the cycle)."""
+    from torchmem.doctor.source import load_tree
+
+    parsed = load_tree(file)
+    if parsed is None:
+        return None
+    tree, lines = parsed
+    outer = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef)) and c.name == name
+                and c.lineno <= def_line <= (c.end_lineno or c.lineno) for c in node.body):
+            outer = node
+    if outer is None:
+        return None
+    found: set[int] = set()
+    for node in ast.walk(outer):
+        passed = False
+        if isinstance(node, ast.Call):
+            passed = any(isinstance(a, ast.Name) and a.id == name
+                         for a in [*node.args, *(k.value for k in node.keywords)])
+        elif isinstance(node, ast.Assign):
+            passed = isinstance(node.value, ast.Name) and node.value.id == name and any(
+                isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets)
+        if passed:
+            found.add(getattr(node, "lineno", 0))
+    if len(found) != 1:
+        return None
+    line = found.pop()
+    return line, lines[line - 1].strip() if line <= len(lines) else ""
+
+
 def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
     from torchmem.doctor.source import best_statement, find_statements
 
@@ -123,8 +159,13 @@ def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
             return None
         line = code.co_firstlineno
         text = linecache.getline(code.co_filename, line).strip()
+        name = _closure_name(obj, text)
+        if obj.__name__ != "<lambda>":  # a def'd closure: the line that stores it
+            stored = _stored_at(code.co_filename, line, obj.__name__)
+            if stored is not None:
+                line, text = stored
         return (f"closure {obj.__qualname__} (captures {', '.join(code.co_freevars)})",
-                _closure_name(obj, text), code.co_filename, line, text)
+                name, code.co_filename, line, text)
     if issubclass(kind, BaseException):
         tb = obj.__traceback__
         frame = None

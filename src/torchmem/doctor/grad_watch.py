@@ -45,6 +45,15 @@ def _site(frame: FrameType | None) -> tuple[str, int, str] | None:
     return file, line, linecache.getline(file, line).strip()
 
 
+def _plain(t: Any) -> bool:
+    """A plain tensor (or Parameter) whose values can be read locally: not a subclass
+    such as DTensor, where reading values may run a collective."""
+    import torch
+
+    data = t.data if isinstance(t, torch.nn.Parameter) else t
+    return type(data) is torch.Tensor
+
+
 class GradWatch:
     """Gradient bookkeeping of up to 4 parameters between two consecutive steps."""
 
@@ -85,6 +94,8 @@ class GradWatch:
                 return
             p = ref()
             g = p.grad if p is not None else None
+            if g is not None and not _plain(g):
+                return  # a tensor subclass (DTensor...): reading it may communicate
             try:
                 self._uncleared[index] = g is not None and not g.is_sparse and bool(g.any())
             except Exception:  # noqa: BLE001 - an unreadable gradient is not evidence
@@ -201,7 +212,7 @@ class GradWatch:
                 out.append((-1, []))
                 continue
             values: list[float] = []
-            if p.layout == torch.strided and p.is_contiguous() and p.numel():
+            if _plain(p) and p.layout == torch.strided and p.is_contiguous() and p.numel():
                 with torch.no_grad():  # a view and SAMPLE numbers: no copy of the parameter
                     flat = p.detach().view(-1)
                     values = flat[::max(flat.numel() // SAMPLE, 1)][:SAMPLE].tolist()

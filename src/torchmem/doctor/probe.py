@@ -10,8 +10,8 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 
 * a :func:`~torchmem.doctor.culprit.take_snapshot` of everything the script's
   variables reach (cost proportional to those objects and their graph nodes);
-* a gradient check between this step and the next (same ``.grad`` storages, version
-  counters advanced only by backward passes, no ``zero_grad``);
+* a gradient check between this step and the next (:mod:`torchmem.doctor.grad_watch`:
+  gradients a backward adds to without clearing, no ``zero_grad``, parameters updated);
 * when the collector found cycles since the last boundary or memory is rising, a
   private ``gc.collect()`` with ``DEBUG_SAVEALL`` to see which tensors only cyclic
   garbage holds (the garbage is released right after);
