@@ -30,10 +30,10 @@ import gc
 import sys
 import types
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
-__all__ = ["holders", "Holder"]
+__all__ = ["holders", "Holder", "search", "Search"]
 
 _ATOMIC = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice,
            types.BuiltinFunctionType, types.CodeType, memoryview)
@@ -195,19 +195,17 @@ def _locals(frame: types.FrameType) -> dict[str, Any]:
     return read_locals(frame) if frame.f_code.co_name != "<module>" else dict(frame.f_globals)
 
 
-def _roots(frame: types.FrameType | None) -> list[tuple[dict[str, Any], str, str | None, str]]:
-    """(namespace, kind, file, function) from the caller outwards, then the modules."""
-    import sysconfig
-
+def _roots(frame: types.FrameType | None, is_user: Callable[[str], bool] | None = None,
+           main_globals: dict[str, Any] | None = None,
+           ) -> list[tuple[dict[str, Any], str, str | None, str]]:
+    """(namespace, kind, file, function) from ``frame`` outwards, then the script's
+    ``main_globals`` (when given) and the other user modules. ``is_user`` decides which
+    files are the user's (default: not torch, the standard library or installed packages).
+    """
     from torchmem.doctor.roots import _user_modules
-    from torchmem.doctor.steps import UserFrames
 
-    libs = tuple(p for p in {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")} if p)
-    frames = UserFrames()
-
-    def is_user(file: str) -> bool:
-        return frames.is_user_file(file) and not file.startswith(libs)
-
+    if is_user is None:
+        is_user = _default_is_user()
     out: list[tuple[dict[str, Any], str, str | None, str]] = []
     seen_globals: set[int] = set()
     chain = []
@@ -217,10 +215,14 @@ def _roots(frame: types.FrameType | None) -> list[tuple[dict[str, Any], str, str
     for f in chain:
         if f.f_code.co_name != "<module>" and is_user(f.f_code.co_filename):
             out.append((_locals(f), "local", f.f_code.co_filename, f.f_code.co_name))
-    for f in chain:
-        if id(f.f_globals) not in seen_globals and is_user(f.f_code.co_filename):
-            seen_globals.add(id(f.f_globals))
-            out.append((dict(f.f_globals), "global", f.f_code.co_filename, "<module>"))
+    spaces = [(f.f_globals, f.f_code.co_filename) for f in chain
+              if is_user(f.f_code.co_filename)]
+    if main_globals is not None:
+        spaces.append((main_globals, str(main_globals.get("__file__") or "")))
+    for space, file in spaces:
+        if id(space) not in seen_globals:
+            seen_globals.add(id(space))
+            out.append((dict(space), "global", file, "<module>"))
     for name in _user_modules(is_user):
         mod = sys.modules.get(name)
         if mod is not None and id(mod.__dict__) not in seen_globals:
@@ -228,7 +230,22 @@ def _roots(frame: types.FrameType | None) -> list[tuple[dict[str, Any], str, str
             items = {f"{name}.{k}": v for k, v in vars(mod).items()}
             out.append((items, "global", getattr(mod, "__file__", None), "<module>"))
     chain.clear()
+    spaces.clear()
     return out
+
+
+def _default_is_user() -> Callable[[str], bool]:
+    import sysconfig
+
+    from torchmem.doctor.steps import UserFrames
+
+    libs = tuple(p for p in {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")} if p)
+    frames = UserFrames()
+
+    def is_user(file: str) -> bool:
+        return frames.is_user_file(file) and not file.startswith(libs)
+
+    return is_user
 
 
 def _statement(path: str, file: str | None, function: str) -> Any:
@@ -279,7 +296,47 @@ def holders(obj: Any, *, max_paths: int = 10, max_objects: int = 200_000) -> lis
     frame = sys._getframe(1)
     roots = _roots(frame)
     del frame
-    found: list[Holder] = []
+    targets = {key} if key is not None else set()
+    try:
+        found = search(roots, targets, {target_id} - {-1}, max_paths=max_paths,
+                       max_objects=max_objects)
+    finally:
+        roots.clear()
+    return found.get(key if key is not None else target_id, Search()).holders
+
+
+@dataclass
+class Search:
+    """What :func:`search` found for one target: its holders, shortest first."""
+
+    holders: list[Holder] = field(default_factory=list)
+
+
+def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[int],
+           ids: set[int], *, max_paths: int = 10, max_objects: int = 200_000,
+           walked: list[int] | None = None) -> dict[int, Search]:
+    """One breadth-first walk from ``roots`` (see :func:`_roots`) for several targets.
+
+    Args:
+        roots: the namespaces to start from.
+        keys: storage keys (:func:`torchmem.collect.graph.storage_key`) to look for: a
+            tensor on one of them is a hit (a view counts).
+        ids: ``id()`` of other objects to look for (matched by identity); the ``id()``
+            of a tensor target only tells it from its views.
+        max_paths: stop looking for a target after this many holders of it.
+        max_objects: stop after visiting this many objects.
+        walked: when given, receives the number of objects visited.
+
+    Returns:
+        target (storage key or id) -> its :class:`Search` (only targets that were found).
+    """
+    import torch
+
+    from torchmem.collect.graph import storage_key
+
+    found: dict[int, Search] = {}
+    wanted = len(keys) + len(ids)
+    done: set[int] = set()
     seen: set[int] = set()
     keep: list[Any] = []
     queue: deque[tuple[Any, str, str, str, str | None, str]] = deque()
@@ -288,18 +345,26 @@ def holders(obj: Any, *, max_paths: int = 10, max_objects: int = 200_000) -> lis
             for name, value in namespace.items():
                 if not (name.startswith("__") and name.endswith("__")) and value is not None:
                     queue.append((value, name, kind, "", file, function))
-        while queue and len(found) < max_paths and len(seen) < max_objects:
+        while queue and len(done) < wanted and len(seen) < max_objects:
             value, path, kind, detail, file, function = queue.popleft()
-            hit = id(value) == target_id
-            if not hit and key is not None and isinstance(value, torch.Tensor) \
-                    and storage_key(value) == key:
-                hit, detail = True, detail or "a view of it (same storage)"
-            if hit:
+            same = id(value) in ids
+            target: int | None = id(value) if same else None
+            if keys and isinstance(value, torch.Tensor):
+                k = storage_key(value)
+                if k in keys:  # a tensor target is known by its storage key
+                    target = k
+                    if not same:
+                        detail = detail or "a view of it (same storage)"
+            if target is not None and target not in done:
                 stmt = _statement(path, file, function)
-                found.append(Holder(path, kind, detail, stmt.file if stmt else None,
-                                    stmt.line if stmt else None, stmt.code if stmt else None,
-                                    function))
-                continue
+                hits = found.setdefault(target, Search()).holders
+                hits.append(Holder(path, kind, detail, stmt.file if stmt else None,
+                                   stmt.line if stmt else None, stmt.code if stmt else None,
+                                   function))
+                if len(hits) >= max_paths:
+                    done.add(target)
+                if wanted == 1:
+                    continue
             if id(value) in seen or isinstance(value, _ATOMIC) or isinstance(value, type):
                 continue
             seen.add(id(value))
@@ -313,5 +378,6 @@ def holders(obj: Any, *, max_paths: int = 10, max_objects: int = 200_000) -> lis
     finally:
         queue.clear()
         keep.clear()
-        roots.clear()
+        if walked is not None:
+            walked.append(len(seen))
     return found
