@@ -113,7 +113,7 @@ def _children(obj: Any, path: str, in_graph: bool = False) -> Iterator[tuple[Any
     if isinstance(obj, dict):
         for key, value in list(obj.items()):
             plain = isinstance(key, (str, int, float, bool, tuple))
-            shown = repr(key) if plain else f"<{type(key).__name__}>"
+            shown = repr(key) if plain else f"<{type(key).__name__}{_shape_of(key)}>"
             yield value, f"{path}[{shown}]", "item", ""
         return
     if isinstance(obj, (list, tuple, deque)):
@@ -187,6 +187,15 @@ def _children(obj: Any, path: str, in_graph: bool = False) -> Iterator[tuple[Any
             if not (isinstance(obj, torch.nn.Module)
                     and name in ("_parameters", "_buffers", "_modules")):
                 yield value, f"{path}.{name}", "attribute", ""
+
+
+def _shape_of(key: Any) -> str:
+    """`` (1000, 512)`` for a tensor key (an optimizer's state is keyed by parameters)."""
+    import torch
+
+    if isinstance(key, torch.Tensor):
+        return " (" + ", ".join(str(d) for d in key.shape) + ")"
+    return ""
 
 
 def _locals(frame: types.FrameType) -> dict[str, Any]:
@@ -317,6 +326,9 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
            walked: list[int] | None = None) -> dict[int, Search]:
     """One breadth-first walk from ``roots`` (see :func:`_roots`) for several targets.
 
+    The hops into autograd graphs (``loss.grad_fn``) are taken after every other path,
+    so a parameter is named ``model.fc.weight`` before ``loss.grad_fn``.
+
     Args:
         roots: the namespaces to start from.
         keys: storage keys (:func:`torchmem.collect.graph.storage_key`) to look for: a
@@ -340,12 +352,15 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
     seen: set[int] = set()
     keep: list[Any] = []
     queue: deque[tuple[Any, str, str, str, str | None, str]] = deque()
+    later: deque[tuple[Any, str, str, str, str | None, str]] = deque()
     try:
         for namespace, kind, file, function in roots:
             for name, value in namespace.items():
                 if not (name.startswith("__") and name.endswith("__")) and value is not None:
                     queue.append((value, name, kind, "", file, function))
-        while queue and len(done) < wanted and len(seen) < max_objects:
+        while (queue or later) and len(done) < wanted and len(seen) < max_objects:
+            if not queue:  # the paths through autograd graphs come after all the others
+                queue, later = later, queue
             value, path, kind, detail, file, function = queue.popleft()
             same = id(value) in ids
             target: int | None = id(value) if same else None
@@ -353,7 +368,7 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
                 k = storage_key(value)
                 if k in keys:  # a tensor target is known by its storage key
                     target = k
-                    if not same:
+                    if ids and not same:  # the target tensor is known: this is a view
                         detail = detail or "a view of it (same storage)"
             if target is not None and target not in done:
                 stmt = _statement(path, file, function)
@@ -372,11 +387,13 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
             try:
                 for child, cpath, ckind, cdetail in _children(value, path, kind == "graph"):
                     if child is not None and not isinstance(child, _ATOMIC):
-                        queue.append((child, cpath, ckind, cdetail, file, function))
+                        (later if ckind == "graph" else queue).append(
+                            (child, cpath, ckind, cdetail, file, function))
             except Exception:  # noqa: BLE001 - an object that refuses to be looked at
                 continue
     finally:
         queue.clear()
+        later.clear()
         keep.clear()
         if walked is not None:
             walked.append(len(seen))
