@@ -127,13 +127,17 @@ def print_holders(capture: Capture, console: Console) -> None:
         console.print(Text(UNKNOWN_SITE, style="dim"))
 
 
-def holders_context(capture: Capture) -> list[dict[str, Any]]:
-    """The HTML page's view of the section: one dict per moment."""
-    out = []
+def holders_context(capture: Capture) -> dict[str, Any] | None:
+    """The HTML page's view of the section (None without moments)."""
+    if not capture.holders:
+        return None
+    moments = []
     for moment in _ordered(capture):
-        out.append({"title": moment_title(moment, capture), "note": moment.note,
-                    "storages": [{"text": storage_text(s),
-                                  "holders": [holder_text(h) for h in s.holders],
-                                  "unreached": s.unreached, "made": made_text(s, moment)}
-                                 for s in moment.storages]})
-    return out
+        moments.append({"title": moment_title(moment, capture), "note": moment.note,
+                        "lines": moment.lines,
+                        "storages": [{"text": storage_text(s),
+                                      "holders": [holder_text(h) for h in s.holders],
+                                      "unreached": s.unreached, "made": made_text(s, moment)}
+                                     for s in moment.storages]})
+    return {"moments": moments, "lines": any(m.lines for m in capture.holders),
+            "unknown": UNKNOWN_SITE}

@@ -229,6 +229,13 @@ def _lines(capture: Capture) -> dict[str, Any] | None:
     return lines_context(capture)
 
 
+def _holders(capture: Capture) -> dict[str, Any] | None:
+    """The context of the "who holds the largest storages" section (doctor), or None."""
+    from torchmem.report.holders import holders_context
+
+    return holders_context(capture)
+
+
 def render_html(capture: Capture) -> str:
     """Return the report page of ``capture`` as one HTML string.
 
@@ -257,6 +264,7 @@ def render_html(capture: Capture) -> str:
         "is_doctor": capture.tool.endswith("doctor"),
         "failures": _failures(capture),
         "lines": _lines(capture),
+        "holders": _holders(capture),
     }
     return str(_environment().get_template("report.html.j2").render(**context))
 
