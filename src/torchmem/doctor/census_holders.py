@@ -114,7 +114,7 @@ class PeakCensus:
                     self._used.get(d, 0) - self._first.get(d, 0))) for d, v in used.items()):
             return False
         doubling = step & (step - 1) == 0  # at most log2(steps) censuses outside the budget
-        return doubling or self.spent <= self.budget * (time.perf_counter() - self._t0)
+        return doubling or self.spent < self.budget * (time.perf_counter() - self._t0)
 
     def take(self, when: str, step: int, used: dict[str, int], frame: FrameType | None,
              main_globals: dict[str, Any] | None, is_user: Callable[[str], bool],
@@ -229,8 +229,13 @@ def _unreached(entry: Any, walked: int, complete: bool) -> str:
         return (f"{where}; the census found it {entry.name or 'saved by a graph'}: an "
                 "autograd graph that only autograd's C++ keeps alive (a graph whose output "
                 "no variable holds, or the .grad cycle of backward(create_graph=True))")
+    if entry.role == "gradient" and not entry.name:
+        return (f"{where}; the census found it as the .grad of a leaf that no variable "
+                "reaches: something outside Python keeps that leaf alive (e.g. after "
+                "backward(create_graph=True) the leaf and its .grad's graph keep each other "
+                "alive inside autograd)")
     if entry.name:
         return f"{where}; the census names it `{entry.name}` (its owner is not reachable " \
                "from the script's variables)"
-    return (f"{where}: it is held outside Python (C++: a torch cache, a library, "
-            "a thread's stack) or by an object the walk does not open")
+    return (f"{where}: it is held outside Python (autograd's C++, a torch cache, a "
+            "library, another thread) or by an object the walk does not open")

@@ -242,12 +242,12 @@ class LinesProbe(Probe):
             if self._open is not None:
                 kind = self._open[0]
                 self._end("setup" if kind == "setup" else "end")
+            if self.doctor is not None:  # the ledger still knows where storages were made
+                self.doctor.on_finish(run, outcome)
+                when = "oom" if outcome.kind == "oom" else "census"
+                self._join_census(run, outcome.frame, len(run.steps), when)
         finally:
             self.cpu.uninstall()
-        if self.doctor is not None:
-            self.doctor.on_finish(run, outcome)
-            when = "oom" if outcome.kind == "oom" else "census"
-            self._join_census(run, outcome.frame, len(run.steps), when)
         if self.cuda is not None:
             self.notes.extend(self.cuda.notes)
 
