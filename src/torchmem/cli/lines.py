@@ -98,6 +98,7 @@ def main(argv: Sequence[str], prog: str = "torchmem lines") -> int:
     from torchmem.doctor.runner import run_script
 
     doctor = DoctorProbe()
+    doctor.peaks.walk = False  # the lines' own census sites name the holders
     probe = LinesProbe(doctor, all_files=args.all_files, every=args.every,
                        budget=None if args.all_steps else args.budget)
     result = run_script(target, [probe], max_steps=args.steps,

@@ -40,6 +40,7 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any, Callable
 
+from torchmem.model.census import ROLES
 from torchmem.model.holders import HeldStorage, HolderPath, HoldersMoment
 from torchmem.model.lines import StackFrame
 from torchmem.units import format_bytes
@@ -78,11 +79,14 @@ class PeakCensus:
         step: the step of ``census``.
         moments: ``when`` -> :class:`HoldersMoment`.
         births: with ``--lines``: storage key -> (window, allocating stack).
+        walk: describe who holds the largest storages (False: censuses only, as
+            ``torchmem lines`` takes them; it finds its holders itself).
     """
 
-    def __init__(self, budget: float = BUDGET, rise: float = RISE) -> None:
+    def __init__(self, budget: float = BUDGET, rise: float = RISE, walk: bool = True) -> None:
         self.budget = budget
         self.rise = rise
+        self.walk = walk
         self.census: Any = None
         self.step: int | None = None
         self.moments: dict[str, HoldersMoment] = {}
@@ -126,14 +130,15 @@ class PeakCensus:
         try:
             taken = census()
             moment = describe_census(taken, when, step, used, frame, main_globals, is_user,
-                                     self.births, note)
+                                     self.births, note, walk=self.walk)
         finally:
             self.spent += time.perf_counter() - t0
         if when == "peak" or (when != "end" and taken.storages) or self.census is None:
             self.census, self.step = taken, step
         if when == "peak":
             self._used = dict(used)
-        self.moments[when] = moment
+        if self.walk:
+            self.moments[when] = moment
         return moment
 
     def at_step(self, run: Any, step: int, frame: FrameType | None, last: bool) -> None:
@@ -145,7 +150,7 @@ class PeakCensus:
         is_user = run.frames.is_user_file
         if self.census is None or self.due_now:
             moment = self.take("peak", step, used, frame, run.main_globals, is_user)
-            if last:
+            if last and self.walk:
                 self.moments["end"] = replace(moment, when="end")
         else:
             self.take("end", step, used, frame, run.main_globals, is_user)
@@ -160,6 +165,10 @@ class PeakCensus:
             self.take(when, step, used, outcome.frame, run.main_globals, is_user)
             return
         if "end" in self.moments:
+            return
+        if not self.walk:
+            if self.census is None:
+                self.take("end", step, used, None, run.main_globals, is_user)
             return
         end = self.take("end", step, used, None, run.main_globals, is_user)
         if any(s.holders for s in end.storages):
@@ -182,14 +191,20 @@ def describe_census(census: Any, when: str, step: int, used: dict[str, int],
                     frame: FrameType | None, main_globals: dict[str, Any] | None,
                     is_user: Callable[[str], bool], births: Births | None = None,
                     note: str | None = None, top: int = TOP,
-                    unowned: int = TOP_UNOWNED) -> HoldersMoment:
+                    unowned: int = TOP_UNOWNED, walk: bool = True) -> HoldersMoment:
     """The largest storages of ``census`` with who holds them (the script's objects must
-    still be alive: call it right after the census)."""
+    still be alive: call it right after the census); ``walk=False``: the census alone."""
     from torchmem.doctor.holders_api import _roots, search
 
-    entries = list(census.storages[:top])
+    if not walk:
+        return HoldersMoment(when=when, step=max(int(step), 0), used=dict(used),
+                             tensor_bytes=int(census.total_bytes))
+    rank = {role: i for i, role in enumerate(ROLES)}
+    ranked = sorted(census.storages, key=lambda e: (  # ties of size: in words, stably
+        -e.nbytes, rank.get(e.role, len(rank)), e.name or "", e.device))
+    entries = ranked[:top]
     seen = {e.key for e in entries}
-    entries += [e for e in census.storages if e.role not in _OWNED and e.key not in seen
+    entries += [e for e in ranked if e.role not in _OWNED and e.key not in seen
                 and e.nbytes >= MIN_UNOWNED][:unowned]
     walked: list[int] = []
     roots = _roots(frame, is_user, main_globals)
