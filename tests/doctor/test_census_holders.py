@@ -189,6 +189,29 @@ def test_doctor_lines_adds_the_allocating_line(tmp_path, capsys):
     assert "where each was made: unknown" not in err
 
 
+GRAPH = """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(128, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 16))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+probe = model(torch.randn(512, 128))
+for i in range(6):
+    loss = model(torch.randn(8, 128)).sum()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_activations_saved_by_a_graph_name_the_variable_that_holds_the_graph(tmp_path):
+    code, script, capture, _ = _doctor(tmp_path, GRAPH)
+    assert code == 0
+    end = next(m for m in capture.holders if m.when == "end")
+    (saved,) = _held(end, 512 * 2048 * 4)  # the ReLU output, saved for backward
+    assert saved.role == "activation" and saved.name == "saved by ReluBackward0"
+    first = saved.holders[0]
+    assert first.path == "probe.grad_fn" and first.kind == "graph"
+    assert first.detail.startswith("saved for backward by ")
+    assert (first.file, first.line) == (script, _line(GRAPH, "probe = model(torch.randn(512, 128))"))
+
+
 UNREACHED = """
 import torch
 model = torch.nn.Linear(64, 64)

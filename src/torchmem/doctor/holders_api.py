@@ -121,7 +121,7 @@ def _statement(path: str, file: str | None, function: str) -> Any:
         return None
     from torchmem.doctor.source import best_statement, find_statements
 
-    root = path.split(".__closure__")[0].removeprefix("the cache of ")
+    root = path.split(".__closure__")[0].split(".grad_fn")[0].removeprefix("the cache of ")
     try:
         found = find_statements(root, [file])
     except Exception:  # noqa: BLE001 - an unreadable or odd file: no line
