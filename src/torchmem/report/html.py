@@ -226,7 +226,8 @@ def _lines(capture: Capture) -> dict[str, Any] | None:
         from torchmem.report.lines import lines_context
     except ImportError:  # pragma: no cover - ships with torchmem
         return None
-    return lines_context(capture)
+    # with the doctor's holders section, its census and OOM storages are listed there
+    return lines_context(capture, ("peak",) if capture.holders else ("oom", "peak", "census"))
 
 
 def _holders(capture: Capture) -> dict[str, Any] | None:

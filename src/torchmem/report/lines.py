@@ -250,7 +250,8 @@ def _source(file: str, marked: dict[int, LineRecord]) -> list[str]:
     return source if checked else []
 
 
-def lines_context(capture: Capture) -> dict[str, object]:
+def lines_context(capture: Capture,
+                  moments: Sequence[str] = ("oom", "peak", "census")) -> dict[str, object]:
     """The values the HTML page's per-line section (``_lines.html.j2``) renders.
 
     Strings stay raw here: the template escapes them (jinja2 autoescaping).
@@ -258,7 +259,7 @@ def lines_context(capture: Capture) -> dict[str, object]:
     profile = capture.line_profile or LineProfile()
     rows = list(capture.lines)
     groups = []
-    for when in ("oom", "peak", "census"):
+    for when in moments:
         sites = [s for s in profile.sites if s.when == when]
         if not sites:
             continue
