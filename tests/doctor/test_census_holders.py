@@ -291,3 +291,22 @@ def test_census_schedule_follows_new_highs_at_a_bounded_count():
     assert _readings(PeakCensus(budget=0.0), spike) == [2, 8]
     # with time to spare, every new high that rises enough is censused
     assert _readings(PeakCensus(budget=1e9), growing[:10]) == list(range(2, 11))
+
+
+def test_an_exception_lists_what_its_frames_hold(tmp_path, capsys):
+    source = OOM.replace("{fail}", "raise ValueError('bad batch')")
+    code, _, capture, _ = _doctor(tmp_path, source)
+    assert code == 1 and capture.outcome == "exception"
+    (moment,) = [m for m in capture.holders if m.when == "exception"]
+    assert any(s.holders and s.holders[0].path.startswith("cache[") for s in moment.storages)
+    assert "who holds the largest storages when the script raised (after step 6)" in \
+        capsys.readouterr().err
+
+
+def test_the_last_step_of_steps_is_the_end(tmp_path, capsys):
+    code, _, capture, _ = _doctor(tmp_path, FUNCTION_STYLE, "--steps", "5")
+    assert code == 0 and capture.outcome == "max_steps"
+    end = next(m for m in capture.holders if m.when == "end")
+    assert end.step == 5
+    (big,) = _held(end, 2 * MiB)
+    assert big.holders[0].path == "self.stats.hist['acts']['big']"
