@@ -100,8 +100,8 @@ def _children(obj: Any, path: str, in_graph: bool = False) -> Iterator[tuple[Any
                 continue
             yield value, f"{path}.__closure__[{i}].cell_contents", "closure", \
                 f"closure variable `{var}` of {obj.__qualname__}"
-        for name, value in (obj.__defaults__ and enumerate(obj.__defaults__)) or ():
-            yield value, f"{path}.__defaults__[{name}]", "item", "default argument"
+        for index, value in enumerate(obj.__defaults__ or ()):
+            yield value, f"{path}.__defaults__[{index}]", "item", "default argument"
         return
     if isinstance(obj, types.MethodType):
         yield obj.__self__, f"{path}.__self__", "attribute", ""
