@@ -310,3 +310,22 @@ def test_the_last_step_of_steps_is_the_end(tmp_path, capsys):
     assert end.step == 5
     (big,) = _held(end, 2 * MiB)
     assert big.holders[0].path == "self.stats.hist['acts']['big']"
+
+
+def test_a_holder_path_from_a_capture_file_cannot_drive_the_terminal():
+    import io
+
+    from torchmem.model.holders import HeldStorage, HolderPath, HoldersMoment
+    from torchmem.report.terminal import render_capture
+
+    evil = HolderPath(path="x\x1b[2J\nforged line", code="y = 1\x1b]52;c;AAAA\x07")
+    moment = HoldersMoment(when="peak", step=3, storages=(HeldStorage(
+        nbytes=MiB, holders=(evil,), unreached=None),))
+    capture = Capture(tool="torchmem doctor", version="0", argv=("t.py",),
+                      started_at="2024-01-01T00:00:00Z", duration_s=1.0, exit_code=0,
+                      outcome="ok", holders=(moment,))
+    out = io.StringIO()
+    render_capture(capture, file=out)
+    text = out.getvalue()
+    assert "\x1b" not in text and "\\x1b[2J\\nforged line" in text
+    assert Capture.loads(json.dumps(capture.to_dict())).holders == (moment,)
