@@ -177,14 +177,9 @@ class PeakCensus:
         peak = self.moments.get("peak")
         if peak is not None:
             self.moments["peak"] = replace(peak, note=(
-                "after the script's last statement no storage the script's variables "
-                f"reach was alive ({format_bytes(end.tensor_bytes)} of tensors in all): "
-                f"the census at step {peak.step} stands for the end"))
-
-    def highest(self) -> tuple[dict[str, int], dict[str, int]]:
-        """(device -> highest step reading, device -> its step)."""
-        return ({d: v for d, (v, _) in self._best.items()},
-                {d: s for d, (_, s) in self._best.items()})
+                "after the script's last statement the script's variables reached none "
+                f"of the largest storages ({format_bytes(end.tensor_bytes)} of tensors "
+                f"alive in all): the census at step {peak.step} stands for the end"))
 
 
 def describe_census(census: Any, when: str, step: int, used: dict[str, int],
