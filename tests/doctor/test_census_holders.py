@@ -18,17 +18,6 @@ from torchmem.model.capture import Capture
 MiB = 1024 * 1024
 
 
-@pytest.fixture(autouse=True)
-def _one_script_per_census():
-    """The census sees the whole process: drop the namespaces earlier scripts left."""
-    from torchmem.doctor import runner
-
-    yield
-    runner._KEPT_NAMESPACES.clear()
-    import gc
-
-    gc.collect()
-
 # a trainer object keeps a 2 MiB tensor in a dict nested in an attribute
 NESTED = """
 import torch
@@ -78,22 +67,27 @@ def _line(source: str, text: str) -> int:
     return next(i for i, line in enumerate(source.splitlines(), 1) if line.strip() == text)
 
 
-def _doctor(tmp_path: Path, source: str, *args: str) -> tuple[int, str, Capture, dict]:
+def _doctor(tmp_path: Path, source: str, *args: str) -> tuple[int, str, Capture, dict, str]:
+    """Run ``torchmem doctor`` on ``source`` in a process of its own (a census sees every
+    tensor of its process); return its exit code, the script, the capture, its JSON and
+    the report."""
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify",
+                           "--interval", "0", "--json", "cap.json", *args, str(script)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          check=False)
     out = tmp_path / "cap.json"
-    code = main(["doctor", "--no-verify", "--interval", "0", "--json", str(out), *args,
-                 str(script)])
-    return code, str(script), Capture.load(out), json.loads(out.read_text())
+    return (proc.returncode, str(script), Capture.load(out), json.loads(out.read_text()),
+            proc.stderr)
 
 
 def _held(moment, nbytes):
     return [s for s in moment.storages if s.nbytes == nbytes]
 
 
-def test_a_tensor_in_a_nested_dict_attribute_is_named_with_its_line(tmp_path, capsys):
-    code, script, capture, _ = _doctor(tmp_path, FUNCTION_STYLE)
-    err = capsys.readouterr().err
+def test_a_tensor_in_a_nested_dict_attribute_is_named_with_its_line(tmp_path):
+    code, script, capture, _, err = _doctor(tmp_path, FUNCTION_STYLE)
     assert code == 0
     moments = {m.when: m for m in capture.holders}
     peak = moments["peak"]
@@ -115,8 +109,8 @@ def test_a_tensor_in_a_nested_dict_attribute_is_named_with_its_line(tmp_path, ca
     assert f"census at step {peak.step} of" in " ".join(capture.notes)
 
 
-def test_objects_alive_after_the_script_get_an_end_moment(tmp_path, capsys):
-    code, _, capture, _ = _doctor(tmp_path, MODULE_STYLE)
+def test_objects_alive_after_the_script_get_an_end_moment(tmp_path):
+    code, _, capture, _, _ = _doctor(tmp_path, MODULE_STYLE)
     assert code == 0
     end = next(m for m in capture.holders if m.when == "end")
     (big,) = _held(end, 2 * MiB)
@@ -151,11 +145,10 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("kind", FAILURES)
-def test_an_out_of_memory_error_lists_who_holds_what_was_alive(tmp_path, capsys, kind):
+def test_an_out_of_memory_error_lists_who_holds_what_was_alive(tmp_path, kind):
     fail, text = FAILURES[kind]
     source = OOM.replace("{fail}", fail)
-    code, _, capture, _ = _doctor(tmp_path, source)
-    err = capsys.readouterr().err
+    code, _, capture, _, err = _doctor(tmp_path, source)
     assert code == 1 and capture.outcome == "oom" and text in (capture.error or "")
     oom = next(m for m in capture.holders if m.when == "oom")
     assert oom.step == 6
@@ -171,11 +164,10 @@ def test_an_out_of_memory_error_lists_who_holds_what_was_alive(tmp_path, capsys,
     assert "census at step 6 of 6" in " ".join(capture.notes)
 
 
-def test_doctor_lines_adds_the_allocating_line(tmp_path, capsys):
+def test_doctor_lines_adds_the_allocating_line(tmp_path):
     source = MODULE_STYLE.replace("trainer = Trainer()\n",
                                   "trainer = Trainer()\nwarm = torch.full((1024, 768), 1.0)\n")
-    code, script, capture, _ = _doctor(tmp_path, source, "--lines")
-    err = capsys.readouterr().err
+    code, script, capture, _, err = _doctor(tmp_path, source, "--lines")
     assert code == 0
     assert capture.lines and capture.line_profile is not None  # the lines engine ran
     end = next(m for m in capture.holders if m.when == "end")
@@ -201,7 +193,7 @@ for i in range(6):
 
 
 def test_activations_saved_by_a_graph_name_the_variable_that_holds_the_graph(tmp_path):
-    code, script, capture, _ = _doctor(tmp_path, GRAPH)
+    code, script, capture, _, _ = _doctor(tmp_path, GRAPH)
     assert code == 0
     end = next(m for m in capture.holders if m.when == "end")
     (saved,) = _held(end, 512 * 2048 * 4)  # the ReLU output, saved for backward
@@ -226,14 +218,8 @@ for i in range(6):
 
 
 def test_memory_no_path_reaches_is_reported_with_its_evidence(tmp_path):
-    # in a process of its own: the create_graph cycle is never freed
-    (tmp_path / "cycle.py").write_text(textwrap.dedent(UNREACHED), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify",
-                           "--interval", "0", "--json", "cap.json", "cycle.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr
-    capture = Capture.load(tmp_path / "cap.json")
+    code, _, capture, _, err = _doctor(tmp_path, UNREACHED)
+    assert code == 0
     peak = next(m for m in capture.holders if m.when == "peak")
     assert peak.complete
     lost = _held(peak, 4 * MiB)
@@ -241,11 +227,11 @@ def test_memory_no_path_reaches_is_reported_with_its_evidence(tmp_path):
     grad = next(s for s in lost if s.role == "gradient")
     assert "no Python path from the script's variables reaches it" in grad.unreached
     assert "create_graph=True" in grad.unreached
-    assert "not held by any path" in proc.stderr
+    assert "not held by any path" in err
 
 
 def test_holders_round_trip_through_json_and_old_captures_load(tmp_path, capsys):
-    _, _, capture, data = _doctor(tmp_path, OOM.replace("{fail}", FAILURES["cpu allocator"][0]))
+    _, _, capture, data, _ = _doctor(tmp_path, OOM.replace("{fail}", FAILURES["cpu allocator"][0]))
     assert capture.holders and Capture.from_dict(capture.to_dict()) == capture
     (oom,) = [m for m in data["holders"] if m["when"] == "oom"]
     kept = [s for s in oom["storages"] if s["nbytes"] == MiB]
@@ -254,18 +240,14 @@ def test_holders_round_trip_through_json_and_old_captures_load(tmp_path, capsys)
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data), encoding="utf-8")
     assert Capture.load(old).holders == ()
-    # the report renders the section again from the file
+    # `torchmem report` renders the section again from the file (on stdout)
     assert main(["report", str(tmp_path / "cap.json")]) == 0
-    assert "who holds the largest storages at the out-of-memory error" in capsys.readouterr().err
+    assert "who holds the largest storages at the out-of-memory error" in capsys.readouterr().out
 
 
-def test_html_report_has_the_section(tmp_path, capsys):
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(MODULE_STYLE), encoding="utf-8")
-    page = tmp_path / "r.html"
-    assert main(["doctor", "--no-verify", "--interval", "0", "--html", str(page),
-                 str(script)]) == 0
-    html = page.read_text(encoding="utf-8")
+def test_html_report_has_the_section(tmp_path):
+    assert _doctor(tmp_path, MODULE_STYLE, "--html", "r.html")[0] == 0
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "Who holds the largest storages" in html
     assert "trainer.stats.hist[&#39;acts&#39;][&#39;big&#39;]" in html
 
@@ -293,18 +275,17 @@ def test_census_schedule_follows_new_highs_at_a_bounded_count():
     assert _readings(PeakCensus(budget=1e9), growing[:10]) == list(range(2, 11))
 
 
-def test_an_exception_lists_what_its_frames_hold(tmp_path, capsys):
+def test_an_exception_lists_what_its_frames_hold(tmp_path):
     source = OOM.replace("{fail}", "raise ValueError('bad batch')")
-    code, _, capture, _ = _doctor(tmp_path, source)
+    code, _, capture, _, err = _doctor(tmp_path, source)
     assert code == 1 and capture.outcome == "exception"
     (moment,) = [m for m in capture.holders if m.when == "exception"]
     assert any(s.holders and s.holders[0].path.startswith("cache[") for s in moment.storages)
-    assert "who holds the largest storages when the script raised (after step 6)" in \
-        capsys.readouterr().err
+    assert "who holds the largest storages when the script raised (after step 6)" in err
 
 
-def test_the_last_step_of_steps_is_the_end(tmp_path, capsys):
-    code, _, capture, _ = _doctor(tmp_path, FUNCTION_STYLE, "--steps", "5")
+def test_the_last_step_of_steps_is_the_end(tmp_path):
+    code, _, capture, _, _ = _doctor(tmp_path, FUNCTION_STYLE, "--steps", "5")
     assert code == 0 and capture.outcome == "max_steps"
     end = next(m for m in capture.holders if m.when == "end")
     assert end.step == 5
