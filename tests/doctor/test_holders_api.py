@@ -118,3 +118,15 @@ def test_keeps_nothing_alive_and_finds_nothing_unreachable():
     assert ref() is None  # holders() kept neither the tensor nor the paths' objects
     found = torchmem.holders(torch.ones(2))
     assert found == []  # an argument no variable holds
+
+
+def _fill(store):
+    store.append(torch.ones(4))
+
+
+def test_an_initialisation_is_not_the_line_that_put_it_there():
+    kept = []
+    _fill(kept)  # filled through an alias in another function: no statement of `kept` adds to it
+    (holder,) = torchmem.holders(kept[0])
+    assert holder.path == "kept[0]" and holder.line is None and holder.code is None
+    del kept

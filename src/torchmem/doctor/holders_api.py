@@ -24,6 +24,7 @@ by ``max_objects``.
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 from collections import deque
@@ -119,13 +120,18 @@ def _default_is_user() -> Callable[[str], bool]:
 def _statement(path: str, file: str | None, function: str) -> Any:
     if not file:
         return None
-    from torchmem.doctor.source import best_statement, find_statements
+    from torchmem.doctor.source import _INITIAL, best_statement, find_statements
 
     root = path.split(".__closure__")[0].split(".grad_fn")[0].removeprefix("the cache of ")
     try:
         found = find_statements(root, [file])
     except Exception:  # noqa: BLE001 - an unreadable or odd file: no line
         return None
+    found = [s for s in found if s.value not in _INITIAL]  # `x = []` put nothing there
+    if function != "<module>":  # a local: another function's variable of that name is not it
+        name = re.split(r"[.\[]", root, maxsplit=1)[0]
+        found = [s for s in found if s.function == function
+                 or re.split(r"[.\[]", s.target or "", maxsplit=1)[0] != name]
     return (best_statement(found, "container", function=function, exact=root)
             or best_statement(found, "chain", function=function, exact=root))
 
