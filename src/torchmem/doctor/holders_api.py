@@ -123,7 +123,10 @@ def _statement(path: str, file: str | None, function: str) -> Any:
     from torchmem.doctor.source import _INITIAL, best_statement, find_statements
 
     root = path.split(".__closure__")[0].split(".grad_fn")[0].removeprefix("the cache of ")
+    hooks = re.match(r"(.*\._\w*hooks)\[[^\]]*\]$", root)
     try:
+        if hooks:  # a hook's closure holds it: the line that registered the hook
+            return best_statement(find_statements(hooks.group(1), [file], hook=True), "hook")
         found = find_statements(root, [file])
     except Exception:  # noqa: BLE001 - an unreadable or odd file: no line
         return None
