@@ -310,3 +310,43 @@ def test_a_holder_path_from_a_capture_file_cannot_drive_the_terminal():
     text = out.getvalue()
     assert "\x1b" not in text and "\\x1b[2J\\nforged line" in text
     assert Capture.loads(json.dumps(capture.to_dict())).holders == (moment,)
+
+
+EVAL = """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+val = [torch.randn(256, 64) for _ in range(16)]
+history = {"val_preds": []}
+
+
+def evaluate():
+    model.eval()
+    for xb in val:
+        pred = model(xb)
+        history["val_preds"].append(pred)
+    model.train()
+
+
+for epoch in range(3):
+    for i in range(8):
+        loss = model(torch.randn(32, 64)).square().mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+    evaluate()
+"""
+
+
+def test_the_peak_of_the_evaluation_passes_names_what_they_keep(tmp_path):
+    code, script, capture, _, err = _doctor(tmp_path, EVAL)
+    assert code == 0
+    (moment,) = [m for m in capture.holders if m.when == "eval_peak"]
+    assert moment.note.startswith("evaluation pass ")
+    saved = [s for s in moment.storages if s.role == "activation"]
+    assert saved, moment
+    holder = saved[0].holders[0]
+    assert holder.path.startswith("history['val_preds'][") and holder.path.endswith("].grad_fn")
+    assert (holder.file, holder.line) == (script, _line(EVAL, 'history["val_preds"].append(pred)'))
+    assert "who holds the largest storages at the peak of the evaluation passes" in err
+    # the capture's largest storages stay those of the training peak's census
+    peak = next(m for m in capture.holders if m.when == "peak")
+    assert [s.nbytes for s in capture.top_storages[:5]] == [s.nbytes for s in peak.storages[:5]]

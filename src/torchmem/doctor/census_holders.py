@@ -8,7 +8,7 @@ Both need the script's objects alive, so they run at step boundaries and at the 
 point, never after the script's objects are gone:
 
 * **peak**: at a step boundary whose memory reading is the highest of the run so far on
-  some device *and* above the reading at the last census by at least :data:`RISE` (5 %)
+  some device (within :data:`MIN_RISE` of it: noise) *and* above the reading at the last census by at least :data:`RISE` (5 %)
   of the growth from the first step to that census (and :data:`MIN_RISE`), while the
   step is a power of two (at most log2(steps) such censuses) or the time spent on
   censuses stays within :data:`BUDGET` (2 %) of the wall time since the first step (the
@@ -19,6 +19,10 @@ point, never after the script's objects are gone:
   step reading was and at which step.
 * **oom** / **exception**: at the error, from the frames of its traceback (they hold the
   step's objects).
+* **eval_peak**: after a forward of an evaluation pass (``model.eval()`` until the next
+  ``model.train()`` or training step) whose heap reading is a new high of the evaluation
+  passes, by the same rise, when the count of evaluation forwards so far is a power of two
+  or within the same budget (the first one is always taken).
 * **end**: at the last step of ``--steps``, or after the script's last statement when
   tensors are still alive then (a script that works at module level); when nothing is
   alive any more (everything lived in a function that returned) the peak stands for it.
@@ -97,6 +101,8 @@ class PeakCensus:
         self._best: dict[str, tuple[int, int]] = {}  # device -> (highest reading, step)
         self._t0 = time.perf_counter()
         self.due_now = False
+        # the highest evaluation reading, and the one at the last evaluation census
+        self._eval: tuple[int, int | None] = (-1, None)
 
     def due(self, used: dict[str, int], step: int) -> bool:
         """A peak census at this step boundary, whose reading is ``used``?"""
@@ -106,11 +112,12 @@ class PeakCensus:
     def _due(self, used: dict[str, int], step: int) -> bool:
         if not self._first:
             self._first, self._t0 = dict(used), time.perf_counter()
-        new_high = False
+        new_high = False  # at the highest reading so far, give or take MIN_RISE of noise
         for device, value in used.items():
-            if value > self._best.get(device, (-1, 0))[0]:
+            best = self._best.get(device, (-1, 0))[0]
+            new_high = new_high or value >= best - MIN_RISE
+            if value > best:
                 self._best[device] = (value, step)
-                new_high = True
         if self.census is None:
             return True
         if not new_high or not any(
@@ -133,7 +140,8 @@ class PeakCensus:
                                      self.births, note, walk=self.walk)
         finally:
             self.spent += time.perf_counter() - t0
-        if when == "peak" or (when != "end" and taken.storages) or self.census is None:
+        if when == "peak" or (when in ("oom", "exception") and taken.storages) \
+                or self.census is None:
             self.census, self.step = taken, step
         if when == "peak":
             self._used = dict(used)
@@ -154,6 +162,30 @@ class PeakCensus:
                 self.moments["end"] = replace(moment, when="end")
         else:
             self.take("end", step, used, frame, run.main_globals, is_user)
+
+    def at_pass_step(self, run: Any, info: dict[str, Any]) -> None:
+        """After a forward of an evaluation pass: the evaluation peak when its heap reading
+        is a new high of the evaluation passes (same rule as at steps, counted in the
+        pass's forwards); the forward's caller frames hold the pass's objects."""
+        if not self.walk:
+            return
+        heap, index = info.get("heap"), int(info.get("index") or 0)
+        counter = int(info.get("counter") or 0)  # forwards of all the passes so far
+        best, last = self._eval
+        if heap is None or index < 1 or heap <= best:
+            return
+        self._eval = (heap, last)
+        if last is not None:
+            rise = heap - last >= max(MIN_RISE, self.rise * max(last - self._first.get("cpu", 0), 0))
+            doubling = counter & (counter - 1) == 0
+            if not rise or not (doubling or
+                                self.spent < self.budget * (time.perf_counter() - self._t0)):
+                return
+        self._eval = (heap, heap)
+        step = len(run.steps)
+        self.take("eval_peak", step, {"cpu": int(heap)}, info.get("frame"), run.main_globals,
+                  run.frames.is_user_file,
+                  note=f"evaluation pass {info.get('pass')}, after its forward {index}")
 
     def finish(self, run: Any, outcome: Any, step: int) -> None:
         """At the end of the run: at the failure point, or after the script's last

@@ -166,6 +166,8 @@ class DoctorProbe(Probe):
         elif name in ("pass_step", "pass_end"):
             if self.deep:
                 self.passes.on_event(run, name, info, self._guard)
+            if name == "pass_step" and self.census_at_end:
+                self._guard("census", len(run.steps), self.peaks.at_pass_step, run, info)
         elif name == "step_source":
             self.evidence = Evidence()
             self._samples = {}

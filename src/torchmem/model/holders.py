@@ -26,7 +26,7 @@ from torchmem.model.schema import NON_NEGATIVE, bounds
 __all__ = ["HOLDER_MOMENTS", "HolderPath", "HeldStorage", "HoldersMoment"]
 
 #: Moments a :class:`HoldersMoment` can describe, in the order reports list them.
-HOLDER_MOMENTS: tuple[str, ...] = ("oom", "exception", "peak", "end")
+HOLDER_MOMENTS: tuple[str, ...] = ("oom", "exception", "peak", "eval_peak", "end")
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,9 @@ class HoldersMoment(Record):
 
     Attributes:
         when: one of :data:`HOLDER_MOMENTS`: ``peak`` (the census at the step boundary
-            with the highest memory reading among those censused), ``oom`` (at an
+            with the highest memory reading among those censused), ``eval_peak`` (after
+            the forward of an evaluation pass with the highest heap reading among those
+            censused; ``note`` says which pass and forward), ``oom`` (at an
             out-of-memory error), ``exception`` (at another exception the script died
             of) or ``end`` (after the script's last statement, or at the last step of
             ``--steps``).
