@@ -201,7 +201,8 @@ def test_activations_saved_by_a_graph_name_the_variable_that_holds_the_graph(tmp
     first = saved.holders[0]
     assert first.path == "probe.grad_fn" and first.kind == "graph"
     assert first.detail.startswith("saved for backward by ")
-    assert (first.file, first.line) == (script, _line(GRAPH, "probe = model(torch.randn(512, 128))"))
+    line = _line(GRAPH, "probe = model(torch.randn(512, 128))")
+    assert (first.file, first.line) == (script, line)
 
 
 UNREACHED = """

@@ -7,16 +7,16 @@ walk for all the storages of a moment) names the paths that keep the largest one
 Both need the script's objects alive, so they run at step boundaries and at the failure
 point, never after the script's objects are gone:
 
-* **peak**: at a step boundary whose memory reading is the highest of the run so far on
-  some device (within :data:`MIN_RISE` of it: noise) *and* above the reading at the last census by at least :data:`RISE` (5 %)
-  of the growth from the first step to that census (and :data:`MIN_RISE`), while the
-  step is a power of two (at most log2(steps) such censuses) or the time spent on
-  censuses stays within :data:`BUDGET` (2 %) of the wall time since the first step (the
-  first census, at step 2, is always taken). A flat run gets one or a few; a steadily
-  growing one a census at each doubling of its steps, and more while the budget allows
-  (about one per 5 % of its growth). The census can lag the highest reading (a run that grows to its last
-  step cannot know which step is the last): the section then says what the highest
-  step reading was and at which step.
+* **peak**: at a step boundary whose memory reading is at the highest of the run so far
+  on some device (within :data:`MIN_RISE` of it: noise) and above the reading at the last
+  census by at least :data:`RISE` (5 %) of the growth from the first step to that census
+  (and by :data:`MIN_RISE`), when the step is a power of two (at most log2(steps) such
+  censuses) or the time spent on censuses stays within :data:`BUDGET` (2 %) of the wall
+  time since the first step; the first census, at step 2, is always taken. A flat run
+  gets one or a few; a steadily growing one a census at each doubling of its steps, and
+  more while the budget allows. The census can lag the highest reading (a run that grows
+  to its last step cannot know which step is the last): the section then says what the
+  highest step reading was and at which step.
 * **oom** / **exception**: at the error, from the frames of its traceback (they hold the
   step's objects).
 * **eval_peak**: after a forward of an evaluation pass (``model.eval()`` until the next
@@ -176,7 +176,8 @@ class PeakCensus:
             return
         self._eval = (heap, last)
         if last is not None:
-            rise = heap - last >= max(MIN_RISE, self.rise * max(last - self._first.get("cpu", 0), 0))
+            grown = max(last - self._first.get("cpu", 0), 0)
+            rise = heap - last >= max(MIN_RISE, self.rise * grown)
             doubling = counter & (counter - 1) == 0
             if not rise or not (doubling or
                                 self.spent < self.budget * (time.perf_counter() - self._t0)):

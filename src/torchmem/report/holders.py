@@ -45,7 +45,8 @@ def moment_title(moment: HoldersMoment, capture: Capture | None = None) -> str:
                 at += f"; the highest step reading was {best}"
         at += ")"
     elif moment.when == "eval_peak":
-        at = f"at the peak of the evaluation passes ({_reading(moment.used)}, after step {moment.step})"
+        at = (f"at the peak of the evaluation passes ({_reading(moment.used)}, "
+              f"after step {moment.step})")
     elif moment.when == "oom":
         at = f"at the out-of-memory error (after {step})"
     elif moment.when == "exception":
