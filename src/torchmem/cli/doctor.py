@@ -6,8 +6,9 @@ prints a report on stderr: the growth verdict per device and the findings, ranke
 bytes, each with its culprit (``file:line``), the proof and the fix. ``--json FILE``
 saves the capture (``torchmem report`` renders it again later); ``--html FILE`` writes
 one self-contained page. The report says who holds the largest storages at the peak, at
-an out-of-memory error and at the end; ``--lines`` adds the lines that allocated them. Exits with the script's own exit code (143 after SIGTERM, which
-stops the script cleanly and still writes the report and the files).
+an out-of-memory error and at the end; ``--lines`` adds the lines that allocated them.
+Exits with the script's own exit code (143 after SIGTERM, which stops the script cleanly
+and still writes the report and the files).
 """
 
 from __future__ import annotations
