@@ -118,3 +118,33 @@ def test_keeps_nothing_alive_and_finds_nothing_unreachable():
     assert ref() is None  # holders() kept neither the tensor nor the paths' objects
     found = torchmem.holders(torch.ones(2))
     assert found == []  # an argument no variable holds
+
+
+def _fill(store):
+    store.append(torch.ones(4))
+
+
+def test_an_initialisation_is_not_the_line_that_put_it_there():
+    kept = []
+    _fill(kept)  # filled through an alias in another function: no statement of `kept` adds to it
+    (holder,) = torchmem.holders(kept[0])
+    assert holder.path == "kept[0]" and holder.line is None and holder.code is None
+    del kept
+
+
+def _probe_into(layer, store):
+    def probe(module, inputs, output):
+        store.append(output.detach())
+    return layer.register_forward_hook(probe)
+
+
+def test_a_hook_closure_names_the_line_that_registered_the_hook():
+    net = torch.nn.Linear(4, 4)
+    _probe_into(net, [])
+    net(torch.ones(2, 4))
+    kept = next(iter(net._forward_hooks.values())).__closure__[0].cell_contents[0]
+    (holder,) = [h for h in torchmem.holders(kept) if h.path.startswith("net.")]
+    assert holder.path.startswith("net._forward_hooks[")
+    assert holder.path.endswith("].__closure__[0].cell_contents[0]")
+    assert holder.code == "return layer.register_forward_hook(probe)"
+    del net, kept

@@ -186,6 +186,10 @@ def test_the_session_keeps_no_tensor_alive():
     gc.collect()
     assert ref() is None
     assert session.capture.top_storages  # the census ran while the tensor was alive
+    # ...and named who held it then, as plain data that keeps nothing alive
+    peak = next(m for m in session.capture.holders if m.when == "peak")
+    held = [s for s in peak.storages if s.nbytes == 256 * 256 * 4]
+    assert held and held[0].holders[0].path == "kept"
 
 
 def test_interval_samples_a_timeline_and_stops_its_sampler():

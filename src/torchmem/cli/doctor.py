@@ -5,13 +5,16 @@ every training step, analyses the script's variables at a few step boundaries, a
 prints a report on stderr: the growth verdict per device and the findings, ranked by
 bytes, each with its culprit (``file:line``), the proof and the fix. ``--json FILE``
 saves the capture (``torchmem report`` renders it again later); ``--html FILE`` writes
-one self-contained page. Exits with the script's own exit code (143 after SIGTERM, which
-stops the script cleanly and still writes the report and the files).
+one self-contained page. The report says who holds the largest storages at the peak, at
+an out-of-memory error and at the end; ``--lines`` adds the lines that allocated them.
+Exits with the script's own exit code (143 after SIGTERM, which stops the script cleanly
+and still writes the report and the files).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any, Sequence
 
 from torchmem.cli._output import ReportStream, check_outputs, output, script_inputs, write_text
@@ -51,6 +54,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="only the per-step growth verdict: no analysis of the script's "
                              "variables (cheapest)")
     parser.add_argument("--quiet", action="store_true", help="print no report")
+    parser.add_argument("--lines", action="store_true",
+                        help="attribute memory to source lines too (the engine of 'torchmem "
+                             "lines', within its default overhead budget): adds the top "
+                             "lines and the line that made each of the largest storages")
     parser.add_argument("--live", action="store_true",
                         help="show a live panel on stderr while the script runs: memory per "
                              "device, growth, phase, top holders of the last census (off when "
@@ -162,10 +169,15 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
     from torchmem.doctor.runner import run_script
 
     probe = DoctorProbe(deep=not args.growth_only, census_at_end=not args.growth_only)
+    lines: Any = None
+    if args.lines:
+        from torchmem.doctor.line_probe import LinesProbe
+
+        lines = LinesProbe(probe)
     live = live_probes(args.live, stream, f"{prog}: {target.display}", prog,
                        holders=lambda: _live_holders(probe), phase=lambda n: _live_phase(probe, n))
     try:
-        result = run_script(target, [*live, probe], max_steps=args.steps,
+        result = run_script(target, [*live, lines or probe], max_steps=args.steps,
                             monitor_interval=args.interval or None, keep_namespace=True,
                             handle_sigterm=True)
     finally:
@@ -179,6 +191,9 @@ def main(argv: Sequence[str], prog: str = "torchmem doctor") -> int:
     capture = result.to_capture("torchmem doctor", findings=findings, growth=probe.growth,
                                 top_storages=top, bytes_by_role=roles,
                                 bytes_by_module=modules, notes=notes)
+    capture = dataclasses.replace(capture, holders=probe.holders())
+    if lines is not None:
+        capture = lines.fill(capture, findings, len(result.steps))
     if not args.quiet:
         render_report(capture, stream)
     code = save_capture(capture, json_out, result.exit_code, prog, stream)

@@ -14,7 +14,6 @@ script's own exit code.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any, Sequence
 
 from torchmem.cli._output import ReportStream, check_outputs, output, script_inputs, write_text
@@ -99,6 +98,7 @@ def main(argv: Sequence[str], prog: str = "torchmem lines") -> int:
     from torchmem.doctor.runner import run_script
 
     doctor = DoctorProbe()
+    doctor.peaks.walk = False  # the lines' own census sites name the holders
     probe = LinesProbe(doctor, all_files=args.all_files, every=args.every,
                        budget=None if args.all_steps else args.budget)
     result = run_script(target, [probe], max_steps=args.steps,
@@ -109,8 +109,7 @@ def main(argv: Sequence[str], prog: str = "torchmem lines") -> int:
     capture = result.to_capture("torchmem lines", findings=doctor.findings,
                                 growth=doctor.growth, top_storages=top, bytes_by_role=roles,
                                 bytes_by_module=modules, notes=notes)
-    capture = dataclasses.replace(capture, lines=tuple(probe.rows(doctor.findings)),
-                                  line_profile=probe.profile(len(result.steps)))
+    capture = probe.fill(capture, doctor.findings, len(result.steps))
     if not args.quiet:
         _render(capture, stream, args.top)
     code = save_capture(capture, json_out, result.exit_code, prog, stream)

@@ -41,7 +41,7 @@ from torchmem.analyze.line_windows import LineTotals, rank_rows, retaining_rows
 from torchmem.collect.cuda_lines import CudaLineRecorder
 from torchmem.collect.lines import LineRecorder
 from torchmem.collect.sites import SiteFinder, is_user_file
-from torchmem.doctor.line_sites import census_roles, census_sites, peak_sites
+from torchmem.doctor.line_sites import birth_site, census_roles, census_sites, peak_sites
 from torchmem.doctor.runner import Outcome, Probe, Run
 from torchmem.model.lines import AllocationSite, LineProfile, LineRecord, LineWindow
 
@@ -191,6 +191,9 @@ class LinesProbe(Probe):
     def on_start(self, run: Run) -> None:
         if self.doctor is not None:
             self.doctor.on_start(run)
+            peaks = getattr(self.doctor, "peaks", None)
+            if peaks is not None:  # the doctor's largest storages get their stacks
+                peaks.births = lambda key: birth_site(self.cpu, key)
         self.cpu.install()
         self._begin(0, "setup")
 
@@ -239,12 +242,12 @@ class LinesProbe(Probe):
             if self._open is not None:
                 kind = self._open[0]
                 self._end("setup" if kind == "setup" else "end")
+            if self.doctor is not None:  # the ledger still knows where storages were made
+                self.doctor.on_finish(run, outcome)
+                when = "oom" if outcome.kind == "oom" else "census"
+                self._join_census(run, outcome.frame, len(run.steps), when)
         finally:
             self.cpu.uninstall()
-        if self.doctor is not None:
-            self.doctor.on_finish(run, outcome)
-            when = "oom" if outcome.kind == "oom" else "census"
-            self._join_census(run, outcome.frame, len(run.steps), when)
         if self.cuda is not None:
             self.notes.extend(self.cuda.notes)
 
@@ -264,6 +267,14 @@ class LinesProbe(Probe):
         self.sites = [s for s in self.sites if s.when == "peak"] + found
 
     # -- results -------------------------------------------------------------------------
+    def fill(self, capture: Any, findings: Any, steps: int) -> Any:
+        """``capture`` with the lines and their profile (the doctor's findings mark the
+        lines that keep a leak alive)."""
+        import dataclasses
+
+        return dataclasses.replace(capture, lines=tuple(self.rows(findings)),
+                                   line_profile=self.profile(steps))
+
     def rows(self, findings: Any = ()) -> list[LineRecord]:
         """The ranked per-line records (the doctor's findings mark retaining lines)."""
         rows = self.cpu.totals.rows(source_line)

@@ -24,7 +24,7 @@ from torchmem.collect.lines import Birth, LineRecorder
 from torchmem.doctor.holders import holder_paths
 from torchmem.model.lines import AllocationSite, StackFrame
 
-__all__ = ["census_sites", "census_roles", "peak_sites", "TOP"]
+__all__ = ["census_sites", "census_roles", "peak_sites", "birth_site", "TOP"]
 
 #: how many of the largest storages are described at each moment, and how many of the
 #: largest that no module or optimizer owns (where leaks show) on top of those
@@ -43,6 +43,13 @@ def _stack(birth: Birth | None) -> tuple[StackFrame, ...]:
                   for f in extra[0]]
         return tuple(f for f in frames if f.user) + tuple(f for f in frames if not f.user)
     return (StackFrame(file=site[0], line=max(site[1], 0), function=site[2], user=True),)
+
+
+def birth_site(recorder: LineRecorder, key: int) -> tuple[str | None, tuple[StackFrame, ...]]:
+    """(the window, the allocating stack) of the live storage ``key``; (None, ()) when
+    it was made in a step that was not profiled."""
+    birth = recorder.birth_of(key)
+    return recorder.made_in(birth), _stack(birth)
 
 
 def _shape_dtype(birth: Birth | None) -> tuple[tuple[int, ...] | None, str | None]:

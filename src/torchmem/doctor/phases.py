@@ -132,7 +132,7 @@ class PhaseTracker:
             current.readings.append((self._counter, heap))
         self._dispatch("pass_step", {"frame": frame, "pass": current.number,
                                      "index": current.forwards, "counter": self._counter,
-                                     "grad": grad})
+                                     "grad": grad, "heap": heap})
 
     def close(self, reason: str, frame: FrameType | None) -> None:
         """End the pass in progress, if any (``frame``: where the script is now)."""

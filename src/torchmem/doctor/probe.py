@@ -20,11 +20,10 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 At the end (however the script ended) it turns that evidence into findings
 (:func:`torchmem.doctor.causes.diagnose`), plus what grows within evaluation passes
 (:mod:`torchmem.doctor.pass_evidence`). The census of live tensors (largest storages,
-bytes by role) is taken at the power-of-two deep-analysis boundaries where memory
-reached a new high (and at the last step of ``--steps``), while the script's objects
-are alive, and the most recent one is kept. Each costs a gc listing plus a pass over
-the live tensors (tens of milliseconds with a small model; at most ``log2(N)`` of them); when the script fails, it is taken again at the failure point. It holds no tensor of the script between calls: snapshots are plain data,
-parameters are held by weak references.
+bytes by role, who holds them) is taken at new highs of the step readings, within a time
+budget, at the failure point and at the end (:mod:`torchmem.doctor.census_holders`).
+It holds no tensor of the script between calls: snapshots are plain data, parameters are
+held by weak references.
 
 A part of the analysis that fails (an exception inside torchmem) never stops the other
 parts and is never silent: the error is recorded, named in the report's notes, and the
@@ -44,6 +43,7 @@ from types import FrameType
 from typing import Any
 
 from torchmem.doctor.causes import Evidence, diagnose
+from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
 from torchmem.doctor.culprit import take_snapshot
 from torchmem.doctor.grad_watch import GradWatch
@@ -82,9 +82,9 @@ class DoctorProbe(Probe):
 
     Args:
         deep: run the deep analysis at the boundaries (False: growth verdict only).
-        census_at_end: take a census of the live tensors: at the deep-analysis
-            boundaries (the last one is kept), at the failure point for an exception or
-            an out-of-memory error, and at the end when no boundary was reached.
+        census_at_end: take censuses of the live tensors, with who holds the largest:
+            at the peak, at the failure point and at the end (see
+            :mod:`torchmem.doctor.census_holders`).
 
     Attributes (after the run):
         findings: the diagnosed findings, largest first.
@@ -102,10 +102,7 @@ class DoctorProbe(Probe):
         self.passes = PassEvidence()
         self.findings: list[Any] = []
         self.growth: list[Any] = []
-        self.census: Any = None
-        self.census_step: int | None = None
-        self._census_used: dict[str, int] = {}
-        self._run_used: dict[str, int] = {}
+        self.peaks = PeakCensus()
         self.analysis_s = 0.0
         self.notes: list[str] = []
         self._errors: dict[str, list[Any]] = {}  # part+error -> [first line, count]
@@ -165,6 +162,8 @@ class DoctorProbe(Probe):
         elif name in ("pass_step", "pass_end"):
             if self.deep:
                 self.passes.on_event(run, name, info, self._guard)
+            if name == "pass_step" and self.census_at_end:
+                self._guard("census", len(run.steps), self.peaks.at_pass_step, run, info)
         elif name == "step_source":
             self.evidence = Evidence()
             self._samples = {}
@@ -174,7 +173,6 @@ class DoctorProbe(Probe):
     def on_step(self, run: Run, step: int, frame: FrameType | None) -> None:
         ev = self.evidence
         ev.steps = step
-        self._run_used = dict(run.steps[-1].used) if run.steps else {}
         if self._backward:
             ev.backward_steps += 1
             ev.retain_graph_steps += self._retain
@@ -206,12 +204,14 @@ class DoctorProbe(Probe):
                     self._guard("garbage inspection", step, self._maybe_collect, run, step)
                     self._guard("variable snapshot", step, self._snapshot, run, step, frame)
                     self._guard("allocator statistics", step, self._allocator, step)
-                    if self.census_at_end and (last or self._census_due(run, step)):
-                        self._guard("census", step, self._take_census, step)
                 self._guard("gradient check", step, self._grads.start, step, frame,
                             run.main_globals, run.frames.is_user_file, run.outermost)
             finally:
                 self.analysis_s += time.perf_counter() - t0
+        if self.census_at_end:
+            spent = self.peaks.spent
+            self._guard("census", step, self.peaks.at_step, run, step, frame, last)
+            self.analysis_s += self.peaks.spent - spent
 
     # -- failures -------------------------------------------------------------------
     def _guard(self, part: str, step: int, fn: Any, *args: Any) -> None:
@@ -237,23 +237,18 @@ class DoctorProbe(Probe):
             out.append(line + (f" (and {more} more time{'s' if more > 1 else ''})" if more else ""))
         return out
 
-    def _census_due(self, run: Run, step: int) -> bool:
-        """A new census at this boundary: none yet, or, at a power-of-two step, memory
-        above where the last census was taken on some device. A census costs tens of
-        ms; this keeps it to one per doubling of the run (about log2(steps) in all)."""
-        if self.census is None or not run.steps:
-            return True
-        if step & (step - 1):
-            return False
-        now = run.steps[-1].used
-        return any(v > self._census_used.get(d, 0) for d, v in now.items())
+    @property
+    def census(self) -> Any:
+        """The census of the capture's largest storages (at the failure, else the peak)."""
+        return self.peaks.census
 
-    def _take_census(self, step: int) -> None:
-        from torchmem.collect.census import census
+    @property
+    def census_step(self) -> int | None:
+        return self.peaks.step
 
-        taken = census()
-        self.census, self.census_step = taken, step
-        self._census_used = dict(self._run_used)
+    def holders(self) -> tuple[Any, ...]:
+        """Who holds the largest storages at each moment (plain data)."""
+        return tuple(self.peaks.moments.values())
 
     # -- deep analysis ------------------------------------------------------------
     def _snapshot(self, run: Run, step: int, frame: FrameType | None) -> None:
@@ -340,11 +335,10 @@ class DoctorProbe(Probe):
             snaps = self.evidence.snapshots
             if step > (snaps[-1].step if snaps else 0) + 1:
                 self._guard("final analysis", step, self._snapshot, run, step, outcome.frame)
-        if (self.census_at_end and (failed or self.census is None)) or (
-                outcome.kind == "oom" and self.deep):
+        if self.census_at_end or (outcome.kind == "oom" and self.deep):
             # at a failure the traceback keeps the step's objects alive; after a normal
-            # end they are gone, so a census taken during the run is kept
-            self._guard("census", step, self._take_census, step)
+            # end they are often gone: then the census at the peak stands for the end
+            self._guard("census", step, self.peaks.finish, run, outcome, step)
         from torchmem.analyze.growth import growth_by_device
 
         try:

@@ -35,6 +35,7 @@ Known limitations:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import sys
 import sysconfig
@@ -260,6 +261,7 @@ class DoctorSession:
                                              growth=probe.growth, top_storages=top,
                                              bytes_by_role=roles, bytes_by_module=modules,
                                              notes=notes)
+            self.capture = dataclasses.replace(self.capture, holders=probe.holders())
         except Exception as err:  # noqa: BLE001 - diagnose what can be, never raise
             self._note_error("diagnosis", err)
             self.capture = Capture(tool="torchmem doctor", version=_version(),

@@ -15,6 +15,7 @@ from typing import Any
 from torchmem._files import write_file
 from torchmem.errors import CaptureError
 from torchmem.model._serde import Record
+from torchmem.model.holders import HoldersMoment
 from torchmem.model.lines import LineProfile, LineRecord
 from torchmem.model.schema import NON_NEGATIVE, SchemaError, bounds, describe, validate
 
@@ -304,6 +305,9 @@ class Capture(Record):
             allocation sites of the largest storages; None without ``torchmem lines``.
         phases: the run's phases (training, evaluation passes...), each with its own
             growth verdict; empty in captures written before phases were recorded.
+        holders: who holds the largest storages at the run's peak, at an
+            out-of-memory error or other exception, and at the end (``torchmem doctor``);
+            empty in captures written before they were recorded.
     """
 
     tool: str
@@ -333,6 +337,7 @@ class Capture(Record):
     lines: tuple[LineRecord, ...] = field(default=(), metadata=_MANY)
     line_profile: LineProfile | None = None
     phases: tuple[Phase, ...] = field(default=(), metadata=bounds(max_items=64))
+    holders: tuple[HoldersMoment, ...] = field(default=(), metadata=bounds(max_items=16))
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this capture as JSON, atomically (a failed write leaves no partial file),

@@ -226,7 +226,15 @@ def _lines(capture: Capture) -> dict[str, Any] | None:
         from torchmem.report.lines import lines_context
     except ImportError:  # pragma: no cover - ships with torchmem
         return None
-    return lines_context(capture)
+    # with the doctor's holders section, its census and OOM storages are listed there
+    return lines_context(capture, ("peak",) if capture.holders else ("oom", "peak", "census"))
+
+
+def _holders(capture: Capture) -> dict[str, Any] | None:
+    """The context of the "who holds the largest storages" section (doctor), or None."""
+    from torchmem.report.holders import holders_context
+
+    return holders_context(capture)
 
 
 def render_html(capture: Capture) -> str:
@@ -257,6 +265,7 @@ def render_html(capture: Capture) -> str:
         "is_doctor": capture.tool.endswith("doctor"),
         "failures": _failures(capture),
         "lines": _lines(capture),
+        "holders": _holders(capture),
     }
     return str(_environment().get_template("report.html.j2").render(**context))
 

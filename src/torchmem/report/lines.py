@@ -120,8 +120,9 @@ def _shown_sites(sites: Sequence[AllocationSite], largest: int = 3,
     return first + rest
 
 
-def _sites(console: Console, profile: LineProfile) -> None:
-    for when in ("oom", "peak", "census"):
+def _sites(console: Console, profile: LineProfile,
+           moments: Sequence[str] = ("oom", "peak", "census")) -> None:
+    for when in moments:
         sites = [s for s in profile.sites if s.when == when]
         if not sites:
             continue
@@ -158,9 +159,11 @@ def render_lines(capture: Capture, file: IO[str] | None = None, *, top: int = 15
     print_lines(capture, console, top=top)
 
 
-def print_lines(capture: Capture, console: Console, *, top: int = 15) -> None:
+def print_lines(capture: Capture, console: Console, *, top: int = 15,
+                moments: Sequence[str] = ("oom", "peak", "census")) -> None:
     """Print the per-line section of an already escaped ``capture`` on ``console``
-    (:func:`render_lines`; :mod:`torchmem.report.terminal` adds it to a capture's report)."""
+    (:func:`render_lines`; :mod:`torchmem.report.terminal` adds it to a capture's report);
+    ``moments``: which allocation sites to list."""
     profile = capture.line_profile or LineProfile()
     script = capture.argv[0] if capture.argv else "?"
     head = Text("torchmem lines: ", style="bold")
@@ -182,7 +185,7 @@ def print_lines(capture: Capture, console: Console, *, top: int = 15) -> None:
             f"not attributed to a line: {format_delta(profile.unattributed_bytes)}/step "
             "(frees of tensors made before profiling or in steps that were not profiled)",
             style="dim"))
-    _sites(console, profile)
+    _sites(console, profile, moments)
     for note in profile.notes:
         console.print(Text(f"note: {note}", style="dim"))
 
@@ -247,7 +250,8 @@ def _source(file: str, marked: dict[int, LineRecord]) -> list[str]:
     return source if checked else []
 
 
-def lines_context(capture: Capture) -> dict[str, object]:
+def lines_context(capture: Capture,
+                  moments: Sequence[str] = ("oom", "peak", "census")) -> dict[str, object]:
     """The values the HTML page's per-line section (``_lines.html.j2``) renders.
 
     Strings stay raw here: the template escapes them (jinja2 autoescaping).
@@ -255,7 +259,7 @@ def lines_context(capture: Capture) -> dict[str, object]:
     profile = capture.line_profile or LineProfile()
     rows = list(capture.lines)
     groups = []
-    for when in ("oom", "peak", "census"):
+    for when in moments:
         sites = [s for s in profile.sites if s.when == when]
         if not sites:
             continue

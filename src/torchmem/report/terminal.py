@@ -233,10 +233,16 @@ def render_capture(capture: Capture, file: IO[str] | None = None, width: int | N
         if findings is not None:
             console.print()
             findings.render_findings(capture, console)
-    if capture.lines or capture.line_profile is not None:  # torchmem lines
+    if capture.lines or capture.line_profile is not None:  # torchmem lines, doctor --lines
         from torchmem.report.lines import print_lines
 
         console.print()
-        print_lines(capture, console)
+        # with the doctor's holders section, its census and OOM storages are listed there
+        print_lines(capture, console, top=10 if capture.holders else 15,
+                    moments=("peak",) if capture.holders else ("oom", "peak", "census"))
+    if capture.holders:
+        from torchmem.report.holders import print_holders
+
+        print_holders(capture, console)
     for note in capture.notes:
         console.print(Text(f"note: {note}", style="dim"))
