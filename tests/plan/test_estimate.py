@@ -155,7 +155,7 @@ def test_the_optimizer_implementation_is_decided_as_for_the_real_parameters() ->
     """Left at ``foreach=None``, an optimizer takes the multi-tensor path when every
     parameter is a plain tensor on a device with foreach kernels; fake tensors fail that
     check, so the estimate decides it from the real parameters and the simulated device."""
-    from torchmem.plan.estimate import _implementation
+    from torchmem.plan._optimizer import _implementation
 
     params = list(_mlp().parameters())
     group = torch.optim.Adam(params).param_groups[0]

@@ -44,6 +44,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torchmem.errors import DeviceError, UsageError
 from torchmem.model.estimate import Estimate, ModuleEstimate
 from torchmem.plan._meter import Counter, ModuleMeter, Phases
+from torchmem.plan._optimizer import optimizer_groups
 from torchmem.plan.wrap import check_names, checkpointed
 
 __all__ = ["estimate"]
@@ -61,48 +62,6 @@ def _unique_bytes(tensors: Iterator[Any]) -> int:
             st = t.untyped_storage()
             seen.setdefault(int(st._cdata), int(st.nbytes()))
     return sum(seen.values())
-
-
-def _foreach_devices() -> frozenset[str]:
-    try:  # private, but what the optimizers themselves consult
-        from torch.optim.optimizer import _get_foreach_kernels_supported_devices
-
-        return frozenset(_get_foreach_kernels_supported_devices())
-    except Exception:  # noqa: BLE001 - older or newer torch: the documented default
-        return frozenset({"cuda", "xpu"})
-
-
-def _implementation(group: dict[str, Any], params: list[Any], device_type: str) -> dict[str, Any]:
-    """The group's hyperparameters with ``foreach`` decided as torch decides it for the
-    real parameters. Left at ``None``, an optimizer picks the multi-tensor implementation
-    when every parameter is a plain tensor on a device with foreach kernels (CUDA): fake
-    tensors fail that type check, so the fakes would run the per-parameter loop, whose
-    temporaries (and peak) differ."""
-    hyper = {k: v for k, v in group.items() if k != "params"}
-    if "foreach" not in hyper or hyper["foreach"] is not None or hyper.get("fused") \
-            or hyper.get("differentiable"):
-        return hyper
-    plain = all(type(p) in (torch.Tensor, nn.Parameter) for p in params)
-    hyper["foreach"] = plain and device_type in _foreach_devices()
-    return hyper
-
-
-def _optimizer_groups(
-    optimizer: torch.optim.Optimizer, fakes: dict[int, torch.Tensor], device_type: str
-) -> list[dict[str, Any]]:
-    groups = []
-    for group in optimizer.param_groups:
-        real = [p for p in group["params"] if id(p) in fakes]
-        params = [fakes[id(p)] for p in real]
-        if params:
-            groups.append({**_implementation(group, real, device_type), "params": params})
-    if not groups:
-        raise UsageError(
-            "torchmem.estimate: the optimizer updates none of the model's parameters; "
-            "expected an optimizer built on model.parameters()",
-            tip=_TIP,
-        )
-    return groups
 
 
 def estimate(
@@ -228,7 +187,7 @@ def estimate(
             opt: Any = None
             if optimizer is not None:  # subclasses take (params, **hyperparameters)
                 opt_cls: Any = type(optimizer)
-                opt = opt_cls(_optimizer_groups(optimizer, fakes, target_device.type))
+                opt = opt_cls(optimizer_groups(optimizer, fakes, target_device.type, tip=_TIP))
             with _reparametrize_module(model, state, tie_weights=True, strict=False), \
                     checkpointed(model, checkpoint):
                 _steps(model, args, fake_target, target is not None, loss_fn, opt, steps, grad,
