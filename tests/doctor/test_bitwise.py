@@ -135,3 +135,40 @@ def test_a_loop_only_script_runs_unchanged_under_the_doctor(tmp_path):
     assert doctor.stdout == plain.stdout
     capture = json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))
     assert capture["step_source"] == "loop" and len(capture["steps"]) >= 39
+
+
+ACCUMULATING = '''\
+import torch
+import torch.nn as nn
+
+torch.manual_seed(7)
+model = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+for step in range(40):
+    for micro in range(2):  # gradient accumulation: .grad is added to between steps
+        x, y = torch.randn(16, 32), torch.randint(0, 3, (16,))
+        (nn.functional.cross_entropy(model(x), y) / 2).backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=False)  # cleared in place: the .grad tensors stay
+    with torch.no_grad():
+        for p in model.parameters():
+            p.data.mul_(0.999)  # an update through .data, outside the version counter
+    print(total.item().hex(), float(sum(p.double().sum() for p in model.parameters())).hex())
+'''
+
+
+@pytest.mark.slow
+def test_gradient_checks_leave_accumulated_gradients_bit_identical(tmp_path):
+    """The doctor's gradient checks (a one-shot hook on parameters, sampled values, version
+    counters) must not change a gradient, a clipped norm or an update."""
+    (tmp_path / "train.py").write_text(ACCUMULATING, encoding="utf-8")
+    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=600)
+    doctor = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify",
+                             "train.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=600)
+    assert plain.returncode == 0 and doctor.returncode == 0, doctor.stderr[-2000:]
+    assert len(plain.stdout.splitlines()) == 40
+    assert doctor.stdout == plain.stdout
+    assert "40 steps" in doctor.stderr
