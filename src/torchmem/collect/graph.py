@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -220,8 +220,13 @@ def _next_functions(node: Any) -> tuple[Any, ...]:
         return ()
 
 
-def iter_nodes(roots: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
-    """Yield every node reachable from ``roots`` (grad_fn objects), each once, breadth first."""
+def iter_nodes(roots: Iterable[Any], limit: int | None = None,
+               prune: Callable[[Any], bool] | None = None) -> Iterator[Any]:
+    """Yield every node reachable from ``roots`` (grad_fn objects), each once, breadth first.
+
+    ``prune(node)``, asked after the consumer has had ``node``, stops the walk from going
+    past it (its ``next_functions`` are not followed from there).
+    """
     # id -> node: holding the node wrappers while walking keeps their ids from being
     # reused by the wrappers that next_functions creates for other nodes
     seen: dict[int, Any] = {}
@@ -236,6 +241,8 @@ def iter_nodes(roots: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
         count += 1
         if limit is not None and count >= limit:
             return
+        if prune is not None and prune(node):
+            continue
         for edge in _next_functions(node):
             nxt = edge[0] if isinstance(edge, tuple) and edge else None
             if nxt is not None and id(nxt) not in seen:

@@ -15,8 +15,9 @@ garbage; the user objects that reached them are named as the cycle's anchors. No
 is kept alive and nothing is freed that the collector would not have freed.
 
 Cost: by default only the young generations (0 and 1) are inspected and collected:
-proportional to the objects created since the last collections (typically well under a
-millisecond). ``generation=2`` scans and collects everything (tens of milliseconds with
+proportional to the objects created since the last collections, plus a walk of the young
+tensors' autograd graphs that stops at nodes a backward pass freed (it ran every node
+below them) and at nodes walked for another tensor (typically well under a millisecond). ``generation=2`` scans and collects everything (tens of milliseconds with
 torch imported); the doctor does that only when memory grows and nothing else explains it.
 """
 
@@ -33,7 +34,7 @@ from typing import Any, Callable
 import torch
 
 from torchmem.collect.cpu import heap_bytes
-from torchmem.collect.graph import iter_nodes, saved_tensors, storage_key, storage_nbytes
+from torchmem.collect.graph import iter_nodes, read_saved, storage_key, storage_nbytes
 from torchmem.doctor.culprit import read_locals
 from torchmem.doctor.evidence import GarbageRecord
 
@@ -267,6 +268,49 @@ def _reach(obj: Any, index: dict[int, int], limit: int = 400) -> set[int]:
     return found
 
 
+
+def _measure_young(tensors: list[Any]) -> tuple[list[weakref.ref[Any]],
+                                                list[tuple[int | None, int, dict[int, int]]],
+                                                dict[int, int]]:
+    """Weak references to ``tensors``, and (storage key, bytes, saved key -> bytes) of each,
+    measured before the collection that may free them; ``id -> position`` of each.
+
+    A function of its own, so that nothing it walked (a loop's last tensor, node or saved
+    tensor) is still referenced when the collection runs.
+    """
+    refs: list[weakref.ref[Any]] = []
+    sizes: list[tuple[int | None, int, dict[int, int]]] = []
+    index: dict[int, int] = {}
+    walked: dict[int, Any] = {}  # id -> node, held so that ids stay unique during the walk
+    # nodes not to walk past: walked from an earlier tensor (measured then), or freed by a
+    # backward pass (which ran, and freed, every node below them)
+    stop: set[int] = set()
+    for t in tensors:
+        try:
+            ref = weakref.ref(t)
+        except TypeError:
+            continue
+        index[id(t)] = len(refs)
+        refs.append(ref)
+        saved: dict[int, int] = {}
+        fn = t.grad_fn
+        if fn is not None and id(fn) not in walked and len(walked) < 50_000:
+            for node in iter_nodes([fn], limit=5000, prune=lambda n: id(n) in stop):
+                if id(node) in walked:
+                    stop.add(id(node))  # shared graphs are measured once (first tensor wins)
+                    continue
+                walked[id(node)] = node
+                found = read_saved(node)
+                if found.freed and not found.live:
+                    stop.add(id(node))
+                for s in found.tensors:
+                    k = storage_key(s)
+                    if k is not None:
+                        saved[k] = storage_nbytes(s)
+        sizes.append((storage_key(t), storage_nbytes(t), saved))
+    return refs, sizes, index
+
+
 def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool], *,
                     generation: int = 1) -> GarbageRecord:
     """Collect ``generation`` (and younger) once and report the tensors only cycles held.
@@ -303,31 +347,9 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
                 candidates.append(o)
     kinds.clear()
     objs.clear()
-    refs: list[weakref.ref[Any]] = []
-    sizes: list[tuple[int | None, int, dict[int, int]]] = []  # key, bytes, saved key -> bytes
-    index: dict[int, int] = {}
     anchors: list[tuple[Anchor, set[int]]] = []
-    walked: dict[int, Any] = {}  # id -> node, held so that ids stay unique during the walk
     try:
-        for t in tensors:
-            try:
-                ref = weakref.ref(t)
-            except TypeError:
-                continue
-            index[id(t)] = len(refs)
-            refs.append(ref)
-            saved: dict[int, int] = {}
-            fn = t.grad_fn
-            if fn is not None and id(fn) not in walked and len(walked) < 50_000:
-                for node in iter_nodes([fn], limit=5000):
-                    if id(node) in walked:
-                        continue  # shared graphs are measured once (first tensor wins)
-                    walked[id(node)] = node
-                    for s in saved_tensors(node):
-                        k = storage_key(s)
-                        if k is not None:
-                            saved[k] = storage_nbytes(s)
-            sizes.append((storage_key(t), storage_nbytes(t), saved))
+        refs, sizes, index = _measure_young(tensors)
         for obj in candidates:
             reached = _reach(obj, index)  # first: describing walks further (graphs too)
             if reached:
@@ -337,7 +359,7 @@ def inspect_garbage(step: int, steps_since: int, is_user: Callable[[str], bool],
     finally:
         tensors.clear()
         candidates.clear()
-        walked.clear()
+        o = obj = None  # a loop's variable would hold its last object through the collection
     count = gc.collect(generation)
     dead = {i for i, r in enumerate(refs) if r() is None}
     alive_keys = {sizes[i][0] for i in range(len(refs)) if i not in dead}
