@@ -192,8 +192,9 @@ def test_referrer_scan_finds_what_the_object_scan_finds() -> None:
     plain, special = tensor_types()
     via_objects = _gc_tensors(plain, special, frozenset(), False, via="objects")
     via_referrers = _gc_tensors(plain, special, frozenset(), False, via="referrers")
-    for a, b in zip(via_objects, via_referrers):
+    for a, b in zip(via_objects[:4], via_referrers[:4]):
         assert {id(t) for t in a} == {id(t) for t in b}
+    assert via_objects[4] > 0 and via_referrers[4] is None  # only a full listing counts
     assert any(t is zoo["leaf"] for t in via_referrers[0])
     assert any(t is zoo["tagged"] for t in via_referrers[1])
     del via_objects, via_referrers, zoo

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from torchmem.doctor.probe import DoctorProbe, analysis_steps
 from torchmem.doctor.runner import Target, run_script
@@ -155,3 +156,56 @@ def test_analysis_schedule_is_sparse():
     steps = [s for s in range(1, 10_001) if analysis_steps(s)]
     assert steps[:8] == [2, 3, 4, 6, 8, 12, 16, 24]
     assert len(steps) <= 26
+
+
+def test_unreached_schedule_measures_again_only_when_memory_grew():
+    from torchmem.doctor.unreached import UnreachedSchedule
+
+    schedule = UnreachedSchedule(4096, min_rise=64 * 1024)
+    flat = {"cpu": 100 << 20}
+    assert schedule.due(2, flat, False)  # the baseline
+    assert not schedule.due(3, {"cpu": (100 << 20) + 1000}, False)  # noise
+    assert not schedule.due(8, {"cpu": (100 << 20) + 20_000}, False)  # under min_rise
+    assert schedule.due(12, {"cpu": (100 << 20) + 200_000}, False)  # 20 kB/step since 2
+    assert not schedule.due(16, {"cpu": (100 << 20) + 200_000}, False)
+    assert schedule.due(16, {"cpu": (100 << 20) + 200_000, "cuda:0": 1 << 20}, False) is False
+    assert schedule.due(24, {"cpu": 100 << 20}, True)  # after backward(create_graph=True)
+    schedule.reset()
+    assert schedule.due(2, flat, False)
+
+
+def test_garbage_inspection_stops_at_nodes_a_backward_freed(monkeypatch):
+    """The young tensors' graphs are walked only where a backward has not freed them: a
+    chain of 400 nodes that went through backward() costs one node read, and a cycle that
+    holds a graph never backpropagated still counts the activations that graph saved."""
+    from torchmem.doctor import garbage
+
+    reads: list[str] = []
+    real = garbage.read_saved
+
+    def counting(node):
+        reads.append(type(node).__name__)
+        return real(node)
+
+    monkeypatch.setattr(garbage, "read_saved", counting)
+    gc.collect()
+    w = torch.randn(64, 64, requires_grad=True)
+    h = torch.randn(8, 64)
+    for _ in range(200):
+        h = (h @ w).tanh()
+    h.sum().backward()
+    record = garbage.inspect_garbage(1, 1, lambda f: False, generation=1)
+    assert record.tensor_bytes == 0
+    assert len(reads) <= 3, reads  # the chain's root, not its 400 nodes
+    reads.clear()
+    del h
+    x = torch.randn(256, 256, requires_grad=True)
+    cycle = {"out": (x * 2).sin()}  # sin saves its 256 KiB input, x * 2
+    cycle["self"] = cycle
+    del cycle
+    record = garbage.inspect_garbage(2, 1, lambda f: False, generation=1)
+    assert record.objects >= 1
+    # the output, the saved input (and the 8-byte scalar that x * 2 saved); before the walk
+    # ran in a function of its own, the loop's last tensor survived the collection
+    assert 2 * 256 * 256 * 4 <= record.tensor_bytes <= 2 * 256 * 256 * 4 + 64
+    assert reads, "the live graph was walked"

@@ -210,6 +210,8 @@ class LiveScan:
         graph_leaves: leaf tensors that graphs accumulate into (``AccumulateGrad``).
         graph_nodes: number of distinct autograd nodes walked.
         owners: gc-tracked objects of the ``owner_types`` passed to :func:`scan`.
+        gc_objects: objects the garbage collector tracked when the scan listed them
+            (None when the scan listed the tensors' referrers instead of every object).
     """
 
     tensors: list[Tensor] = field(default_factory=list)
@@ -221,6 +223,7 @@ class LiveScan:
     graph_leaves: list[Tensor] = field(default_factory=list)
     graph_nodes: int = 0
     owners: list[Any] = field(default_factory=list)
+    gc_objects: int | None = None
 
     def extra(self) -> Iterator[Tensor]:
         """Tensors found outside the gc scan: gradients, saved tensors, graph leaves."""
@@ -346,8 +349,9 @@ def _gc_tensors(
     gc_collect: bool,
     with_params: bool = True,
     via: str | None = None,
-) -> tuple[list[Tensor], list[Tensor], list[Any], list[Tensor]]:
-    """(plain-class tensors, other-class tensors, owners, parameters) among gc objects.
+) -> tuple[list[Tensor], list[Tensor], list[Any], list[Tensor], int | None]:
+    """(plain-class tensors, other-class tensors, owners, parameters, number of gc
+    objects listed or None) among gc objects.
 
     Every gc object is listed and :data:`classify` keeps those of the wanted classes.
     Without the C accelerator and without owners to find, the referrers of the tensor
@@ -368,8 +372,10 @@ def _gc_tensors(
         via = "referrers" if cheaper else "objects"
     if via == "referrers":
         objs = gc.get_referrers(*plain, *special)
+        listed = None
     else:
         objs = gc.get_objects()
+        listed = len(objs)
     try:
         buckets = classify(objs, codes, 5)
     finally:
@@ -381,7 +387,7 @@ def _gc_tensors(
     params = buckets[_PARAM] + buckets[_SPECIAL_PARAM] if with_params else []
     owners_found = buckets[_OWNER]
     buckets.clear()
-    return found, odd, owners_found, params
+    return found, odd, owners_found, params, listed
 
 
 def _warn_if_frozen() -> None:
@@ -420,8 +426,9 @@ def scan(
     """
     plain, special = tensor_types()
     _warn_if_frozen()
-    found, odd, owners, params = _gc_tensors(plain, special, owner_types, gc_collect, frozen_grads)
-    result = LiveScan(owners=owners)
+    found, odd, owners, params, listed = _gc_tensors(plain, special, owner_types, gc_collect,
+                                                     frozen_grads)
+    result = LiveScan(owners=owners, gc_objects=listed)
     found, storages, no_storage = _storages(found)
     odd.extend(no_storage)
     for t in odd:

@@ -58,7 +58,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
                   max_nodes: int = 200_000,
                   outermost: Callable[[types.FrameType], bool] | None = None,
                   samples: dict[str, list[Any]] | None = None,
-                  leaf_names: LeafNames | None = None) -> Snapshot:
+                  leaf_names: LeafNames | None = None, unreached: bool = True) -> Snapshot:
     """Measure every named path reachable from the user's variables at this boundary.
 
     Args:
@@ -72,8 +72,10 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
         samples: when given, filled with weak references to a few tensors per path
             (path -> refs), to tell at the next snapshot what each path kept
             (:attr:`PathStats.survived`).
-        leaf_names: when given, the live tensors no path reaches are measured too
-            (:attr:`Snapshot.unreached`); leaves recorded there are named.
+        leaf_names: when given (and ``unreached`` is true), the live tensors no path
+            reaches are measured too (:attr:`Snapshot.unreached`); leaves recorded there
+            are named.
+        unreached: measure them at this snapshot (a listing of every gc object).
 
     Returns:
         A :class:`Snapshot` (plain data only).
@@ -144,7 +146,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
                 if g is not None and g.grad_fn is not None:
                     w.walk_grad(f"{name}.{pname}.grad", g, function, file)
                 del g
-        if leaf_names is not None:
+        if leaf_names is not None and unreached:
             w.snap.unreached = measure_unreached(w.storages, w.owned, leaf_names,
                                                  [(n, m) for n, m, _, _ in modules], w.seen)
     finally:

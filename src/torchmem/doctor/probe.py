@@ -115,6 +115,7 @@ class DoctorProbe(Probe):
         self.crash: Any = None
         self._samples: dict[str, list[Any]] = {}
         self._leaf_names: Any = None
+        self._unreached: Any = None  # UnreachedSchedule in deep mode
         self._native: Any = None
 
     # -- per-step bookkeeping ---------------------------------------------------
@@ -135,9 +136,11 @@ class DoctorProbe(Probe):
             self._gc_callback_installed = True
         if self.deep:
             from torchmem.doctor.native_calls import NativeCalls
-            from torchmem.doctor.unreached import LeafNames
+            from torchmem.doctor.held import MIN_UNTRACKED_PER_STEP
+            from torchmem.doctor.unreached import LeafNames, UnreachedSchedule
 
             self._leaf_names = LeafNames()
+            self._unreached = UnreachedSchedule(MIN_UNTRACKED_PER_STEP / 2)
             self._native = NativeCalls(run.frames.is_user_file)
             self._native.install()
 
@@ -169,6 +172,8 @@ class DoctorProbe(Probe):
             self._samples = {}
             self._reset_step_counters()
             self._grads.reset()
+            if self._unreached is not None:
+                self._unreached.reset()
 
     def on_step(self, run: Run, step: int, frame: FrameType | None) -> None:
         ev = self.evidence
@@ -251,13 +256,17 @@ class DoctorProbe(Probe):
         return tuple(self.peaks.moments.values())
 
     # -- deep analysis ------------------------------------------------------------
-    def _snapshot(self, run: Run, step: int, frame: FrameType | None) -> None:
+    def _snapshot(self, run: Run, step: int, frame: FrameType | None,
+                  final: bool = False) -> None:
         samples: dict[str, list[Any]] = {}
         if self._leaf_names is not None:
             self._leaf_names.prune()
+        unreached = self._unreached is not None and (self._unreached.due(
+            step, dict(run.steps[-1].used) if run.steps else {},
+            self.evidence.create_graph_steps > 0) or final)
         snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file,
                              outermost=run.outermost, samples=samples,
-                             leaf_names=self._leaf_names)
+                             leaf_names=self._leaf_names, unreached=unreached)
         for path, refs in self._samples.items():
             stats = snap.paths.get(path)
             if stats is not None and refs:
@@ -334,7 +343,8 @@ class DoctorProbe(Probe):
         if self.deep and failed:
             snaps = self.evidence.snapshots
             if step > (snaps[-1].step if snaps else 0) + 1:
-                self._guard("final analysis", step, self._snapshot, run, step, outcome.frame)
+                self._guard("final analysis", step, self._snapshot, run, step, outcome.frame,
+                            True)
         if self.census_at_end or (outcome.kind == "oom" and self.deep):
             # at a failure the traceback keeps the step's objects alive; after a normal
             # end they are often gone: then the census at the peak stands for the end
