@@ -272,8 +272,13 @@ def test_census_schedule_follows_new_highs_at_a_bounded_count():
     # a run that rises to a peak and falls back: the census stays at the peak
     spike = [100 * MiB] * 7 + [140 * MiB] + [100 * MiB] * 56
     assert _readings(PeakCensus(budget=0.0), spike) == [2, 8]
-    # with time to spare, every new high that rises enough is censused
-    assert _readings(PeakCensus(budget=1e9), growing[:10]) == list(range(2, 11))
+    # with time to spare, every new high that rises enough is censused...
+    steep = [100 * MiB + step * 2 * MiB for step in range(10)]
+    assert _readings(PeakCensus(budget=1e9), steep) == list(range(2, 11))
+    # ...and enough is 1% of the reading at the last census: a rise of 0.5 MiB a step on
+    # 100 MiB (a graph building up, the allocator's noise) is censused every third step
+    slow = [100 * MiB + step * MiB // 2 for step in range(10)]
+    assert _readings(PeakCensus(budget=1e9), slow) == [2, 5, 8]
 
 
 def test_an_exception_lists_what_its_frames_hold(tmp_path):

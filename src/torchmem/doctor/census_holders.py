@@ -58,8 +58,10 @@ TOP_UNOWNED = 3
 #: a new peak census needs a reading above the last census's by this fraction of the
 #: growth from the first step to that census...
 RISE = 0.05
-#: ...and by at least this many bytes
+#: ...and by at least this many bytes...
 MIN_RISE = 64 * 1024
+#: ...and by at least this fraction of the reading at the last census
+RISE_OF_READING = 0.01
 #: time spent on censuses stays within this fraction of the wall time since the first step
 BUDGET = 0.02
 #: most holder paths listed per storage
@@ -121,8 +123,10 @@ class PeakCensus:
         if self.census is None:
             return True
         if not new_high or not any(
-                v - self._used.get(d, 0) >= max(MIN_RISE, self.rise * (
-                    self._used.get(d, 0) - self._first.get(d, 0))) for d, v in used.items()):
+                v - self._used.get(d, 0) >= max(
+                    MIN_RISE, RISE_OF_READING * self._used.get(d, 0),
+                    self.rise * (self._used.get(d, 0) - self._first.get(d, 0)))
+                for d, v in used.items()):
             return False
         doubling = step & (step - 1) == 0  # at most log2(steps) censuses outside the budget
         return doubling or self.spent < self.budget * (time.perf_counter() - self._t0)
