@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import torch
 
-from torchmem.collect.graph import _next_functions, read_saved, storage_key, storage_nbytes
+from torchmem.collect.graph import storage_key, storage_nbytes
+from torchmem.doctor.graph_walk import walk_graph
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.roots import _ATOMIC, _frame_locals
 from torchmem.doctor.value_kinds import value_kinds
@@ -151,62 +152,17 @@ class _Walker:
                         return
                 refs.append(ref)
 
-    def _is_leaf_node(self, node: Any) -> bool:
-        """True for ``AccumulateGrad`` (the node a graph accumulates a leaf's gradient in)."""
-        cls = type(node)
-        if self._leaf_type is None and cls.__name__ == "AccumulateGrad":
-            self._leaf_type = cls
-        return cls is self._leaf_type
-
     def _graph(self, root: Any, tracked: list[PathStats]) -> int:
         """Walk the graph under ``root`` (nodes not seen yet); return the new nodes."""
-        queue = [root]
-        new = 0
-        saved = live = freed = 0
-        into_leaf: dict[int, int] = {}
-        while queue:
-            node = queue.pop()
-            nid = id(node)
-            if nid in self.nodes_seen:
-                continue
-            if self.snap.nodes >= self.max_nodes:
-                self.snap.truncated = True
-                break
-            self.nodes_seen.add(nid)
-            self.node_keep.append(node)
-            self.snap.nodes += 1
-            new += 1
-            try:
-                variable = getattr(node, "variable", None)
-            except Exception:  # noqa: BLE001 - an odd node
-                variable = None
-            if isinstance(variable, torch.Tensor):
-                continue  # AccumulateGrad: a leaf (parameter) the graph points at
-            # never unpacks: no version check, no saved_tensors_hooks unpack call
-            found = read_saved(node)
-            for v in found.tensors:
-                key = storage_key(v)
-                if key is not None and key not in self.owned and key not in self.storages:
-                    self.storages.add(key)
-                    saved += storage_nbytes(v)
-            live += found.live
-            freed += found.freed
-            del found
-            for edge in _next_functions(node):
-                nxt = edge[0] if isinstance(edge, tuple) and edge else None
-                if nxt is not None and self._is_leaf_node(nxt):
-                    into_leaf[id(nxt)] = into_leaf.get(id(nxt), 0) + 1
-                if nxt is not None and id(nxt) not in self.nodes_seen:
-                    queue.append(nxt)
-        self._add(tracked, "graph_nodes", new)
-        self._add(tracked, "saved_bytes", saved)
-        self._add(tracked, "live_nodes", live)
-        self._add(tracked, "freed_nodes", freed)
-        passes = max(into_leaf.values(), default=0)
+        counts = walk_graph(self, root)
+        self._add(tracked, "graph_nodes", counts.nodes)
+        self._add(tracked, "saved_bytes", counts.saved_bytes)
+        self._add(tracked, "live_nodes", counts.live)
+        self._add(tracked, "freed_nodes", counts.freed)
         for s in tracked:
-            if passes > s.passes:
-                s.passes = passes
-        return new
+            if counts.passes > s.passes:
+                s.passes = counts.passes
+        return counts.nodes
 
     def walk_grad(self, path: str, grad: torch.Tensor, function: str | None,
                   file: str | None) -> None:
