@@ -152,6 +152,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         text = text[1:]
     tree = parse(text, path)
     ctx = Context(text, path)
+    ctx.tree = tree
     if not rules:
         return []
     nodes, hooks = _table(rules)
