@@ -12,7 +12,8 @@ Families (the hundreds digit of the code):
 - ``TMM5xx`` :mod:`~torchmem.lint.rules.training`: training-loop correctness.
 - ``TMM6xx`` :mod:`~torchmem.lint.rules.amp`: mixed-precision misuse (``GradScaler``,
   ``autocast``).
-- ``TMM9xx`` :mod:`~torchmem.lint.rules.opinionated`: opinionated performance rules (off by default).
+- ``TMM9xx`` :mod:`~torchmem.lint.rules.opinionated`: opinionated performance rules (off by default;
+  TMM904 and TMM905 in :mod:`~torchmem.lint.rules.intermediates`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     autograd,
     evaluation,
     graph,
+    intermediates,
     lightning,
     loops,
     opinionated,
