@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Scalers", "scalers", "is_scaler_ctor", "disabled", "is_autocast", "scaler_evidence",
            "tensor_backward", "function_text", "SCALER_NAME", "guarded", "scales_own_loss",
-           "done_here"]
+           "done_here", "calls_method"]
 
 _SCRATCH = "amp_scalers"
 #: names a scaler handed in as a parameter goes by
@@ -123,7 +123,7 @@ def scaler_evidence(key: str, ctx: Context) -> str | None:
         return None
     elif key in found.keys:
         return "built"
-    if SCALER_NAME.match(last_name(key)) and f"{key}.update(" in function_text(ctx):
+    if SCALER_NAME.match(last_name(key)) and calls_method(function_text(ctx), key, "update"):
         return "api"
     return None
 
@@ -212,18 +212,29 @@ def done_here(ctx: Context, key: str, method: str) -> bool:
     """Whether the current function calls ``<scaler>.<method>(`` (``scale``, ``update``),
     itself or through a function of this file that it calls by name (a ``scale_loss()``
     helper, ``self._optimizer_step()``). Any receiver with the scaler's last name counts."""
-    call = f"{last_name(key)}.{method}("
+    call = _method_call(last_name(key), method)
     here = function_text(ctx)
-    if call in here:
+    if call.search(here):
         return True
     cache: dict[str, frozenset[str]] = ctx.scratch.setdefault("amp_helpers", {})
-    names = cache.get(call)
+    names = cache.get(call.pattern)
     if names is None:
         lines = ctx.lines()
         found = set()
         for node in ast.walk(ctx.tree) if ctx.tree is not None else ():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno \
-                    and call in "\n".join(lines[node.lineno - 1:node.end_lineno]):
+                    and call.search("\n".join(lines[node.lineno - 1:node.end_lineno])):
                 found.add(node.name)
-        names = cache[call] = frozenset(found)
-    return any(f"{name}(" in here for name in names)
+        names = cache[call.pattern] = frozenset(found)
+    return any(re.search(rf"(?<!\w){re.escape(name)}\(", here) for name in names)
+
+
+def _method_call(receiver: str, method: str) -> re.Pattern[str]:
+    """``receiver.method(`` where ``receiver`` is a whole name (``scaler``, ``self.scaler``;
+    not ``myscaler``)."""
+    return re.compile(rf"(?<!\w){re.escape(receiver)}\s*\.\s*{method}\(")
+
+
+def calls_method(text: str, key: str, method: str) -> bool:
+    """Whether ``text`` calls ``<key>.<method>(``."""
+    return bool(_method_call(key, method).search(text))

@@ -19,6 +19,7 @@ from torchmem.lint.knowledge import last_name
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._amp import (
     SCALER_NAME,
+    calls_method,
     disabled,
     done_here,
     function_text,
@@ -212,7 +213,7 @@ class ScalerWithoutUpdate(Rule):
                 is_scaler_ctor(v, ctx) and disabled(v) for v in ctx.fn.facts.defs.get(key, ())):
             return
         if scaler_evidence(key, ctx) is None and not (
-                SCALER_NAME.match(last) and f"{key}.scale(" in function_text(ctx)):
+                SCALER_NAME.match(last) and calls_method(function_text(ctx), key, "scale")):
             return
         ctx.report(self, node, (
             f"'{describe(node)}' runs on every iteration but {key}.update() is never called: "
