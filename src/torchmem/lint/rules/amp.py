@@ -1,10 +1,11 @@
-"""TMM6xx: mixed-precision misuse (``GradScaler`` and ``autocast``).
+"""TMM6xx: mixed-precision misuse (``GradScaler`` and ``autocast``); and TMM906.
 
 A ``GradScaler`` multiplies the loss before ``backward()`` so that float16 gradients do
 not underflow, then divides the gradients by the same factor in ``step()`` and adapts the
 factor in ``update()``. The three calls only work together, and only around a forward
 pass that runs under ``autocast``. These rules find the pieces that are missing or in the
-wrong place. The scalers they know are listed in :mod:`torchmem.lint.rules._amp`;
+wrong place (``TMM906``, an opinionated performance rule, finds a scaler without
+autocast). The scalers they know are listed in :mod:`torchmem.lint.rules._amp`;
 Accelerate and Lightning keep theirs out of sight, so their training loops get no
 finding.
 """
@@ -300,11 +301,13 @@ class ScalerWithoutAutocast(Rule):
     """A ``GradScaler`` in a file where nothing runs in reduced precision.
 
     What:
-        Flags ``GradScaler(...)`` (not ``enabled=False``) in a file that scales a loss it
-        computes itself (``scaler.scale(loss)`` where ``loss`` is not a parameter of the
-        function) but whose code (names, attributes, keywords and strings; not comments)
-        never mentions ``autocast``, ``half``, ``float16``, ``fp16``, ``bf16`` or
-        ``precision``.
+        Flags ``GradScaler(...)`` (not ``enabled=False``) in a file that steps it
+        (``scaler.step(optimizer)``) and scales a loss it computes itself
+        (``scaler.scale(loss)`` where ``loss`` is not a parameter of the function), but
+        whose code (names, attributes, keywords and strings; not comments) never
+        mentions ``autocast``, ``half``, ``float16``, ``fp16``, ``bf16`` or
+        ``precision``. It is a ``TMM9xx`` (opinionated performance) rule that lives with
+        the mixed-precision rules.
 
     Why:
         Loss scaling exists for float16 gradients. Without ``autocast`` the forward pass
@@ -315,7 +318,10 @@ class ScalerWithoutAutocast(Rule):
     Known problems:
         The forward pass may run under autocast in another file (a model whose
         ``forward`` is decorated, a trainer that wraps the call); the rule only reads the
-        file that builds the scaler. Off by default.
+        file that builds the scaler. A scaler that is never stepped is a plain loss
+        multiplier (``scaler.scale(loss).backward(); optimizer.step()``, used with
+        networks that run in half precision inside an extension): no finding. Off by
+        default.
 
     Example:
         ```python
@@ -341,10 +347,10 @@ class ScalerWithoutAutocast(Rule):
         ```
     """
 
-    code = "TMM604"
+    code = "TMM906"
     name = "scaler-without-autocast"
     summary = "GradScaler in a file where nothing runs under autocast or in half precision"
-    category = "hygiene"
+    category = "performance"
     default_enabled = False
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
@@ -360,6 +366,8 @@ class ScalerWithoutAutocast(Rule):
         if not calls or ".scale(" not in ctx.source:
             return
         names = {k for t in targets for k in target_keys(t)}
+        if not any(calls_method(ctx.source, last_name(k), "step") for k in names):
+            return  # never stepped: a loss multiplier, not mixed-precision training
         if not any(scales_own_loss(ctx, name) for name in names):
             return  # a wrapper's scaler: the forward pass is its caller's
         if _mentions_low_precision(ctx):
