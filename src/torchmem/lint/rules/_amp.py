@@ -24,9 +24,9 @@ from torchmem.lint.knowledge import BACKWARD_CALLERS, last_name
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["Scalers", "scalers", "is_scaler_ctor", "disabled", "is_autocast", "scaler_evidence",
-           "tensor_backward", "function_text", "SCALER_NAME", "guarded", "scales_own_loss",
-           "done_here", "calls_method"]
+__all__ = ["SCALER_NAME", "Scalers", "calls_method", "disabled", "done_here", "function_text",
+           "guarded", "is_autocast", "is_scaler_ctor", "scaler_evidence", "scalers",
+           "scales_own_loss", "tensor_backward"]
 
 _SCRATCH = "amp_scalers"
 #: names a scaler handed in as a parameter goes by
@@ -84,12 +84,13 @@ def scalers(ctx: Context) -> Scalers:
             calls = _ctors(value, ctx) if value is not None else []
             if not calls:
                 continue
-            targets = node.targets if t is ast.Assign else [node.target]  # type: ignore[attr-defined]
+            targets = node.targets if isinstance(node, ast.Assign) else [
+                node.target]  # type: ignore[attr-defined]
             keys = [k for target in targets for k in target_keys(target)]
             (off if all(disabled(c) for c in calls) else enabled).update(keys)
-        elif t is ast.arg and node.annotation is not None:  # type: ignore[attr-defined]
-            if "GradScaler" in ast.unparse(node.annotation):  # type: ignore[attr-defined]
-                enabled.add(node.arg)  # type: ignore[attr-defined]
+        elif isinstance(node, ast.arg) and node.annotation is not None and \
+                "GradScaler" in ast.unparse(node.annotation):
+            enabled.add(node.arg)
     result = Scalers(frozenset(enabled), frozenset(off - enabled))
     ctx.scratch[_SCRATCH] = result
     return result

@@ -37,8 +37,8 @@ from torchmem.lint.rules._common import describe
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
 
-__all__ = ["ScalerStepUnscaled", "ScalerWithoutUpdate", "BackwardUnderAutocast",
-           "ScalerWithoutAutocast"]
+__all__ = ["BackwardUnderAutocast", "ScalerStepUnscaled", "ScalerWithoutAutocast",
+           "ScalerWithoutUpdate"]
 
 #: words that show a file runs something in reduced precision
 _LOW_PRECISION = ("autocast", "half", "float16", "fp16", "bf16", "amp_dtype", "precision")
@@ -54,12 +54,18 @@ def _mentions_low_precision(ctx: Context) -> bool:
         if ctx.tree is not None else set()
     found = False
     for node in ast.walk(ctx.tree) if ctx.tree is not None else ():
-        t = type(node)
-        word = node.id if t is ast.Name else node.attr if t is ast.Attribute else (  # type: ignore[attr-defined]
-            node.arg if t is ast.keyword else node.name if isinstance(  # type: ignore[attr-defined]
-                node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None)
-        if t is ast.Constant and type(node.value) is str and id(node) not in docstrings:  # type: ignore[attr-defined]
-            word = node.value  # type: ignore[attr-defined]
+        word: str | None = None
+        if isinstance(node, ast.Name):
+            word = node.id
+        elif isinstance(node, ast.Attribute):
+            word = node.attr
+        elif isinstance(node, ast.keyword):
+            word = node.arg
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            word = node.name
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                id(node) not in docstrings:
+            word = node.value
         if word and any(w in word.lower() for w in _LOW_PRECISION):
             found = True
             break
@@ -211,7 +217,8 @@ class ScalerWithoutUpdate(Rule):
         if done_here(ctx, key, "update"):
             return
         if key in scalers(ctx).disabled and key not in ctx.fn.facts.defs or any(
-                is_scaler_ctor(v, ctx) and disabled(v) for v in ctx.fn.facts.defs.get(key, ())):
+                isinstance(v, ast.Call) and is_scaler_ctor(v, ctx) and disabled(v)
+                for v in ctx.fn.facts.defs.get(key, ())):
             return
         if scaler_evidence(key, ctx) is None and not (
                 SCALER_NAME.match(last) and calls_method(function_text(ctx), key, "scale")):

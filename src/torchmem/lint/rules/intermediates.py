@@ -20,7 +20,7 @@ from torchmem.lint.rules._common import describe, is_forward_function
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
 
-__all__ = ["PairwiseBroadcast", "ContiguousBeforeMatmul"]
+__all__ = ["ContiguousBeforeMatmul", "PairwiseBroadcast"]
 
 #: element-wise wrappers between the broadcast and the reduction
 _ELEMENTWISE = frozenset({"pow", "abs", "square", "abs_", "pow_", "square_"})
@@ -94,19 +94,19 @@ def _resolve(node: ast.AST, ctx: Context) -> ast.AST:
 
 
 def _strip_elementwise(node: ast.AST, ctx: Context) -> ast.AST:
+    """The operand under element-wise wrappers (``** 2``, ``.abs()``, ``torch.square``...)."""
     while True:
         node = _resolve(node, ctx)
-        t = type(node)
-        if t is ast.BinOp and type(node.op) is ast.Pow:  # type: ignore[attr-defined]
-            node = node.left  # type: ignore[attr-defined]
-        elif t is ast.UnaryOp:
-            node = node.operand  # type: ignore[attr-defined]
-        elif t is ast.Call and type(node.func) is ast.Attribute and \
-                node.func.attr in _ELEMENTWISE:  # type: ignore[attr-defined]
-            node = node.func.value  # type: ignore[attr-defined]
-        elif t is ast.Call and node.args and ctx.qualname(  # type: ignore[attr-defined]
-                node.func) in _TORCH_ELEMENTWISE:  # type: ignore[attr-defined]
-            node = node.args[0]  # type: ignore[attr-defined]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            node = node.left
+        elif isinstance(node, ast.UnaryOp):
+            node = node.operand
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _ELEMENTWISE:
+            node = node.func.value
+        elif isinstance(node, ast.Call) and node.args and \
+                ctx.qualname(node.func) in _TORCH_ELEMENTWISE:
+            node = node.args[0]
         else:
             return node
 
