@@ -5,7 +5,8 @@ not underflow, then divides the gradients by the same factor in ``step()`` and a
 factor in ``update()``. The three calls only work together, and only around a forward
 pass that runs under ``autocast``. These rules find the pieces that are missing or in the
 wrong place (``TMM906``, an opinionated performance rule, finds a scaler without
-autocast). The scalers they know are listed in :mod:`torchmem.lint.rules._amp`;
+autocast). A scaler is a ``GradScaler`` the file builds (under any import), a parameter
+annotated as one, or a parameter named like one whose ``update()`` the function calls;
 Accelerate and Lightning keep theirs out of sight, so their training loops get no
 finding.
 """

@@ -3,8 +3,9 @@
 These rules point at throughput costs (host-device synchronisation, pageable-memory
 copies) that are often acceptable, and at intermediates that an equivalent call would not
 allocate (a broadcast pairwise difference, a ``.contiguous()`` copy before a matrix
-product; ``TMM904``/``TMM905`` in :mod:`torchmem.lint.rules.intermediates`). Enable them
-with ``--select TMM9`` (or ``ALL``) when tuning a training loop.
+product: ``TMM904``, ``TMM905``), or a gradient scaler where nothing runs under autocast
+(``TMM906``). Enable them with ``--select TMM9`` (or ``ALL``) when tuning a training
+loop.
 """
 
 from __future__ import annotations
