@@ -232,8 +232,8 @@ class ContiguousBeforeMatmul(Rule):
         Matrix products read transposed (strided) operands as they are: BLAS takes a
         transposed layout for free, and other strides are copied inside the kernel only
         when needed. The explicit ``.contiguous()`` allocates and fills a full copy on
-        every call (kept for backward when it requires grad) and changes nothing in the
-        result.
+        every call (kept for backward when it requires grad); the product is the same up
+        to rounding (a different layout may take a different kernel).
 
     Known problems:
         Off by default: the copy is rarely large next to the product, and a few custom
