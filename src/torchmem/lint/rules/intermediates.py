@@ -239,7 +239,8 @@ class ContiguousBeforeMatmul(Rule):
         Off by default: the copy is rarely large next to the product, and a few custom
         kernels do need contiguous input (the rule only looks at torch's own products),
         and TorchScript once needed it in places. A comprehension is not seen as a
-        loop.
+        loop. ``.contiguous()`` on a tensor that already is contiguous (a fresh
+        ``torch.zeros(...)``) is not flagged: it returns the tensor itself, no copy.
 
     Example:
         ```python
