@@ -209,12 +209,16 @@ def scales_own_loss(ctx: Context, name: str) -> bool:
     return found
 
 
-def done_here(ctx: Context, key: str, method: str) -> bool:
-    """Whether the current function calls ``<scaler>.<method>(`` (``scale``, ``update``),
-    itself or through a function of this file that it calls by name (a ``scale_loss()``
-    helper, ``self._optimizer_step()``). Any receiver with the scaler's last name counts."""
+def done_here(ctx: Context, key: str, method: str, region: ast.AST | None = None) -> bool:
+    """Whether the current function (or ``region`` of it, a loop) calls
+    ``<scaler>.<method>(`` (``scale``, ``update``), itself or through a function of this
+    file that it calls by name (a ``scale_loss()`` helper, ``self._optimizer_step()``).
+    Any receiver with the scaler's last name counts."""
     call = _method_call(last_name(key), method)
-    here = function_text(ctx)
+    if isinstance(region, ast.stmt) and region.end_lineno:
+        here = "\n".join(ctx.lines()[region.lineno - 1:region.end_lineno])
+    else:
+        here = function_text(ctx)
     if call.search(here):
         return True
     cache: dict[str, frozenset[str]] = ctx.scratch.setdefault("amp_helpers", {})

@@ -165,9 +165,12 @@ class ScalerWithoutUpdate(Rule):
     """``scaler.step(optimizer)`` on every iteration, but ``scaler.update()`` nowhere.
 
     What:
-        Flags ``scaler.step(optimizer)`` inside a loop when neither the function nor a
-        function of the same file that it calls runs ``scaler.update()`` (any receiver
-        with the scaler's name counts).
+        Flags ``scaler.step(optimizer)`` inside a loop when ``scaler.update()`` runs
+        neither in the training loop (the innermost loop around the step that also calls
+        ``backward()``; the function when no loop does) nor in a function of the same
+        file that this loop calls (any receiver with the scaler's name counts). An
+        ``update()`` once per epoch, after the batch loop, is too late; after a loop
+        over several optimizers, inside the batch loop, it is where it belongs.
 
     Why:
         ``update()`` adapts the scale and re-arms the scaler for the next iteration. Without
@@ -215,7 +218,10 @@ class ScalerWithoutUpdate(Rule):
         if key is None:
             return
         last = last_name(key)
-        if done_here(ctx, key, "update"):
+        # the loop whose iterations are training steps: the innermost one around the step
+        # that also runs backward() (not a loop over several optimizers inside it)
+        loop = next((lp for lp in reversed(ctx.loops) if lp.facts.backward), None)
+        if done_here(ctx, key, "update", loop.node if loop is not None else None):
             return
         if key in scalers(ctx).disabled and key not in ctx.fn.facts.defs or any(
                 isinstance(v, ast.Call) and is_scaler_ctor(v, ctx) and disabled(v)
@@ -224,8 +230,10 @@ class ScalerWithoutUpdate(Rule):
         if scaler_evidence(key, ctx) is None and not (
                 SCALER_NAME.match(last) and calls_method(function_text(ctx), key, "scale")):
             return
+        where = ("runs outside the loop that steps" if loop is not None
+                 and done_here(ctx, key, "update") else "is never called")
         ctx.report(self, node, (
-            f"'{describe(node)}' runs on every iteration but {key}.update() is never called: "
+            f"'{describe(node)}' runs on every iteration but {key}.update() {where}: "
             f"the second step() raises 'step() has already been called since the last "
             f"update()'; call {key}.update() after each step()"))
 
