@@ -162,7 +162,7 @@ class ScalerStepUnscaled(Rule):
 
 @register
 class ScalerWithoutUpdate(Rule):
-    """``scaler.step(optimizer)`` on every iteration, but ``scaler.update()`` nowhere.
+    """``scaler.step(optimizer)`` on every iteration, but ``scaler.update()`` not in that loop.
 
     What:
         Flags ``scaler.step(optimizer)`` inside a loop when ``scaler.update()`` runs
@@ -208,7 +208,7 @@ class ScalerWithoutUpdate(Rule):
 
     code = "TMM602"
     name = "scaler-without-update"
-    summary = "GradScaler.step() in a loop but scaler.update() never called"
+    summary = "GradScaler.step() in a training loop that never calls scaler.update()"
     category = "correctness"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
