@@ -4,7 +4,8 @@ Fixtures live in ``tests/lint/fixtures/TMM*.py``. A trailing ``# expect: TMM101`
 codes separated by spaces) marks the line where a violation must start; every other line
 must stay silent. A first line ``# select: ALL`` lints with the opinionated rules on;
 otherwise the default rule set is used, so the fixtures also check that the rules do not
-fire on each other's examples.
+fire on each other's examples. ``fixtures/constructs/*.py`` are the shapes of real code
+the linter once failed on, checked the same way.
 """
 
 from __future__ import annotations
@@ -36,8 +37,22 @@ def rule_fixtures() -> list[Path]:
     return sorted(FIXTURES.glob("TMM*.py"))
 
 
+def construct_fixtures() -> list[Path]:
+    """Python constructs the linter once failed on (``fixtures/constructs/*.py``)."""
+    return sorted((FIXTURES / "constructs").glob("*.py"))
+
+
 @pytest.mark.parametrize("path", rule_fixtures(), ids=lambda p: p.stem)
 def test_fixture(path: Path) -> None:
+    check_fixture(path)
+
+
+@pytest.mark.parametrize("path", construct_fixtures(), ids=lambda p: p.stem)
+def test_construct(path: Path) -> None:
+    check_fixture(path)
+
+
+def check_fixture(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     first = text.splitlines()[0] if text else ""
     select = _SELECT.match(first)
@@ -54,3 +69,4 @@ def test_fixture(path: Path) -> None:
 
 def test_fixtures_exist() -> None:
     assert rule_fixtures(), "no fixtures found"
+    assert construct_fixtures(), "no construct fixtures found"

@@ -132,6 +132,8 @@ class Context:
         self.quiet_functions: frozenset[int] = frozenset()
         #: forward hooks of the file: id(function node) -> its output parameter
         self.hook_outputs: dict[int, str] = {}
+        #: the parsed module (set by the engine), for file-wide facts that rules compute once
+        self.tree: ast.Module | None = None
 
     # -- queries -------------------------------------------------------------------
     @property

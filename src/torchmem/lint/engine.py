@@ -128,7 +128,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         path: the file name used in the violations.
         select: rule codes, prefixes (``TMM1``) or ``ALL``; ``None`` means the default set
             (the memory and correctness rules: not the hygiene ``TMM401``/``TMM402``/
-            ``TMM404`` or the opinionated ``TMM9xx``).
+            ``TMM404``/``TMM603`` or the opinionated ``TMM9xx``).
         ignore: codes or prefixes to leave out (wins over ``select``).
 
     Returns:
@@ -152,6 +152,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         text = text[1:]
     tree = parse(text, path)
     ctx = Context(text, path)
+    ctx.tree = tree
     if not rules:
         return []
     nodes, hooks = _table(rules)

@@ -1,7 +1,8 @@
 """Per-function facts gathered once, before the rules run (no torch).
 
-One statement-level pass over a function body (nested functions and classes are their
-own scopes and get their own pass) records, for the function and for every loop in it:
+One statement-level pass over a function body (nested functions and methods are their
+own scopes and get their own pass; the rest of a class body runs, once, where the class is
+defined, and counts there) records, for the function and for every loop in it:
 which names are (re)bound, where ``backward()`` / ``autograd.grad`` / ``optimizer.step()``
 / ``zero_grad()`` are called, and the flow-insensitive definitions of each name. From
 these (gathered by :func:`torchmem.lint.gather.gather`),

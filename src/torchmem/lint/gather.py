@@ -1,7 +1,8 @@
 """The one statement-level pass that gathers a function's facts (no torch).
 
-:func:`gather` walks a function body once (nested functions and classes are their own
-scopes) and fills a :class:`~torchmem.lint.facts.FunctionFacts` and the
+:func:`gather` walks a function body once (nested functions and methods are their own
+scopes; the other statements of a class body run where the class is defined, and are
+walked there) and fills a :class:`~torchmem.lint.facts.FunctionFacts` and the
 :class:`~torchmem.lint.facts.LoopFacts` of every loop in it; see :mod:`torchmem.lint.facts`
 for what they hold and their known limitations.
 """
@@ -196,8 +197,14 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 facts.escapes.add(value.id)
             elif type(value) is ast.Tuple:
                 facts.escapes.update(e.id for e in value.elts if type(e) is ast.Name)
-        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.ClassDef:
+        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
             bind(node.name, None)  # type: ignore[attr-defined]
+        elif t is ast.ClassDef:
+            bind(node.name, None)  # type: ignore[attr-defined]
+            # the class body runs here, once, and the walker walks it in this scope (its
+            # methods are their own scopes): its loops and bindings are facts of this one
+            stmts([s for s in node.body  # type: ignore[attr-defined]
+                   if type(s) is not ast.FunctionDef and type(s) is not ast.AsyncFunctionDef])
         elif t.__name__ == "Match":
             for case in node.cases:  # type: ignore[attr-defined]
                 stmts(case.body)

@@ -166,9 +166,9 @@ def select_rules(select: Iterable[str] | None = None,
     """Return the rule classes a selection enables, ordered by code.
 
     Without ``select`` (or with ``TMM``) the default set is used: the memory and
-    correctness rules, not the hygiene (``TMM401``, ``TMM402``, ``TMM404``) or opinionated
-    ``TMM9xx`` ones. A code (``TMM901``), a family prefix (``TMM9``) or ``ALL`` enables
-    those too. ``ignore`` wins over ``select``.
+    correctness rules, not the hygiene (``TMM401``, ``TMM402``, ``TMM404``, ``TMM603``) or
+    opinionated ``TMM9xx`` ones. A code (``TMM901``), a family prefix (``TMM9``) or ``ALL``
+    enables those too. ``ignore`` wins over ``select``.
 
     Raises:
         UsageError: a code or prefix matches no rule.

@@ -10,15 +10,20 @@ Families (the hundreds digit of the code):
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
 - ``TMM5xx`` :mod:`~torchmem.lint.rules.training`: training-loop correctness.
-- ``TMM9xx`` :mod:`~torchmem.lint.rules.opinionated`: opinionated performance rules (off by default).
+- ``TMM6xx`` :mod:`~torchmem.lint.rules.amp`: mixed-precision misuse (``GradScaler``,
+  ``autocast``).
+- ``TMM9xx`` :mod:`~torchmem.lint.rules.opinionated`: opinionated performance rules (off by default;
+  TMM904 and TMM905 in :mod:`~torchmem.lint.rules.intermediates`).
 """
 
 from __future__ import annotations
 
 from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
+    amp,
     autograd,
     evaluation,
     graph,
+    intermediates,
     lightning,
     loops,
     opinionated,
@@ -35,6 +40,7 @@ FAMILIES = {
     "TMM3": (views, "Views that keep storage alive"),
     "TMM4": (autograd, "Autograd and storage APIs"),
     "TMM5": (training, "Training-loop correctness"),
+    "TMM6": (amp, "Mixed precision"),
     "TMM9": (opinionated, "Opinionated performance rules (off by default)"),
 }
 

@@ -1,8 +1,11 @@
 """TMM9xx: opinionated performance rules, off by default (``--select TMM9`` enables them).
 
 These rules point at throughput costs (host-device synchronisation, pageable-memory
-copies) that are often acceptable. Enable them with ``--select TMM9`` (or ``ALL``) when
-tuning a training loop.
+copies) that are often acceptable, and at intermediates that an equivalent call would not
+allocate (a broadcast pairwise difference, a ``.contiguous()`` copy before a matrix
+product: ``TMM904``, ``TMM905``), or a gradient scaler where nothing runs under autocast
+(``TMM906``). Enable them with ``--select TMM9`` (or ``ALL``) when tuning a training
+loop.
 """
 
 from __future__ import annotations
