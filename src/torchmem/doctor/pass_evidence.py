@@ -50,11 +50,22 @@ class PassEvidence:
 
     def __init__(self) -> None:
         self.passes: dict[int, list[Snapshot]] = {}
+        self.announced: dict[int, bool] = {}
 
     def on_event(self, run: Any, name: str, info: dict[str, Any],
                  guard: Callable[..., None]) -> None:
-        """Take the snapshots a ``pass_step``/``pass_end`` event calls for."""
+        """Take the snapshots a ``pass_step``/``pass_end`` event calls for; forget those a
+        ``pass_drop`` event says were taken in a training step."""
         number = int(info.get("pass", 0))
+        if name == "pass_drop":
+            since = int(info.get("from_counter", 0))
+            kept = [s for s in self.passes.get(number, ()) if s.step < since]
+            if kept and not info.get("whole"):
+                self.passes[number] = kept
+            else:
+                self.passes.pop(number, None)
+            return
+        self.announced[number] = bool(info.get("announced", True))
         if name == "pass_step":
             if not info.get("grad") or number > MAX_PASSES or not _due(int(info["index"])):
                 return
@@ -105,8 +116,8 @@ class PassEvidence:
             passes = int(growing[name].get("resets", 1))
             evidence = [e for e in finding.evidence
                         if not e.startswith("measured at steps") and "emptied now and then" not in e]
-            evidence.append(f"it grows during each evaluation pass (model.eval(), grad "
-                            f"enabled): in {passes} pass{'es' if passes > 1 else ''} "
+            evidence.append(f"it grows during each evaluation pass ({self._opened_by()}, "
+                            f"grad enabled): in {passes} pass{'es' if passes > 1 else ''} "
                             f"({len(at)} snapshots in the last one, from its first forward "
                             "to its end) and is let go afterwards; the peak grows with the "
                             "number of evaluation batches")
@@ -115,3 +126,12 @@ class PassEvidence:
                         step_unit="top-level module call in evaluation")
             out.append(replace(finding, evidence=tuple(evidence), data=data))
         return out
+
+    def _opened_by(self) -> str:
+        """How the analysed passes were found, in words."""
+        found = {self.announced.get(n, True) for n in self.passes}
+        if found == {True}:
+            return "model.eval()"
+        if found == {False}:
+            return "top-level forwards that no backward went through"
+        return "model.eval(), or forwards that no backward went through"
