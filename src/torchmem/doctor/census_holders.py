@@ -20,9 +20,11 @@ point, never after the script's objects are gone:
 * **oom** / **exception**: at the error, from the frames of its traceback (they hold the
   step's objects).
 * **eval_peak**: after a forward of an evaluation pass (``model.eval()`` until the next
-  ``model.train()`` or training step) whose heap reading is a new high of the evaluation
+  ``model.train()`` or training step, or a run of forwards with no backward: see
+  :mod:`torchmem.doctor.phases`) whose heap reading is a new high of the evaluation
   passes, by the same rise, when the count of evaluation forwards so far is a power of two
-  or within the same budget (the first one is always taken).
+  or within the same budget (the first one is always taken). Forwards that turn out to
+  be a training step's (``pass_drop``) give back the evaluation peak before them.
 * **end**: at the last step of ``--steps``, or after the script's last statement when
   tensors are still alive then (a script that works at module level); when nothing is
   alive any more (everything lived in a function that returned) the peak stands for it.

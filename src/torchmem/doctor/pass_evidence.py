@@ -1,17 +1,19 @@
 """Deep analysis inside evaluation passes: what grows during each pass and is let go after.
 
 An evaluation pass run with grad enabled builds a graph per forward. Kept in a running
-sum (``val_loss += loss``) or chained through a state (``out, self.hidden =
-self.lstm(x, self.hidden)``), those graphs pile up until the pass ends and are released
-when the variable is reset, often at the next pass: memory rises to a plateau and falls
-back, which no growth over the training steps shows. :class:`PassEvidence` snapshots the
+sum (``val_loss += loss``) or chained through a state (``out, self.hidden = self.lstm(x,
+self.hidden)``), those graphs pile up until the pass ends and are released when the
+variable is reset, often at the next pass: memory rises to a plateau and falls back,
+which no growth over the training steps shows. :class:`PassEvidence` snapshots the
 script's variables (:func:`~torchmem.doctor.culprit.take_snapshot`) at pass steps 1, 2,
 3, 4, 6, 8, 12, 16... of the first :data:`MAX_PASSES` passes with grad enabled, and once
 more when each of those passes ends. A path whose autograd graph grows steadily over at
 least three snapshots within at least two passes (or, with a single pass, over at least
 four snapshots) is a finding: ``eval_graph`` (graphs no backward consumed) or
-``hidden_state_chain``. Containers filled during a pass (predictions collected for a
-metric) are what evaluation does and are not reported here.
+``hidden_state_chain``. The snapshots a ``pass_drop`` event names (forwards of a pass
+found by its count that a backward went through: a training step's) are forgotten.
+Containers filled during a pass (predictions collected for a metric) are what evaluation
+does and are not reported here.
 
 Cost: only passes with grad enabled are analysed (about ``2 * log2(forwards)``
 snapshots per pass, at most :data:`MAX_PASSES` passes); passes under ``no_grad`` cost

@@ -8,10 +8,10 @@ has had: a run of forwards longer than twice that, with no boundary, is a *candi
 evaluation pass. A long policy-gradient episode looks the same until its ``backward()``
 goes through the episode's graphs, so :class:`Consumption` asks the autograd graph: a
 pre-hook on the ``grad_fn`` of the output of each grad-enabled forward of the candidate
-(the first :data:`KEEP_FIRST` forwards and the latest :data:`KEEP_LAST`) records whether a backward reached
-it. The forwards from the first one a backward reached to the end belong to the training
-step after the pass (they are cut off); when that is the candidate's first forward, the
-whole run was one training step and no pass.
+(the first :data:`KEEP_FIRST` forwards and the latest :data:`KEEP_LAST`) records whether
+a backward reached it. The forwards from the first one a backward reached to the end
+belong to the training step after the pass (they are cut off); when that is the
+candidate's first forward, the whole run was one training step and no pass.
 
 Cost: during training steps one increment per top-level forward. During a candidate
 pass, one ``register_prehook`` per grad-enabled forward (a hook that sets one flag if a

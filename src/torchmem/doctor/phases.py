@@ -1,28 +1,55 @@
 """Split a run into phases: training, evaluation passes, inference, loop iterations.
 
 The step source (:mod:`torchmem.doctor.steps`) says what the script repeats. A script
-that trains also evaluates: between ``model.eval()`` and the next ``model.train()`` (or
-the next ``backward()``/optimizer step) it runs forwards that are no training step. Such
-an *evaluation pass* is watched on its own: each top-level forward in it is a pass step
-with a reading of the C heap and an event (``pass_step``) for the probes, and its end is
-a ``pass_end`` event. Memory that rises during every pass and is released after it (loss
+that trains also evaluates: it runs forwards that are no training step. Such an
+*evaluation pass* is watched on its own: each top-level forward in it is a pass step with
+a reading of the C heap and an event (``pass_step``) for the probes, and its end is a
+``pass_end`` event. Memory that rises during every pass and is released after it (loss
 tensors summed without ``no_grad``, an RNN state chained across test batches) never makes
 a line over the training steps; within the passes it does.
+
+A pass is found two ways:
+
+* *announced*: from ``model.eval()`` to the next ``model.train()``, ``backward()`` or
+  optimizer step (every top-level forward counts, through global module hooks);
+* *by its forwards*, for the many scripts that never call ``model.eval()``: the modules
+  called at the top level before the first training step are watched
+  (:mod:`torchmem.doctor.top_forwards`), their forwards between training steps are
+  counted, and a run of more than twice the most a step has had, with no backward or
+  optimizer step, opens a pass (:mod:`torchmem.doctor.pass_forwards`). It ends at the
+  next ``backward()``, optimizer step, ``train()``/``eval()`` call or the end of the
+  script, and is judged after that backward: the forwards the backward went through were
+  the next training step's and are cut off (a ``pass_drop`` event tells the probes to
+  forget what they took there); when the backward went through the pass's first
+  forwards, it was one long training step (a policy-gradient episode) and is no pass.
 
 Labels come from evidence: ``train`` when optimizer steps or ``backward()`` calls are the
 steps; ``eval-grad``/``eval-no-grad`` by ``torch.is_grad_enabled()`` at the pass's
 forwards; ``inference`` when top-level forwards are the steps (the script never trains);
 ``loop`` for loop iterations. Training stretches between passes are the epochs.
 
-Cost: nothing per training step beyond one comparison; during an evaluation pass the
-module forward hooks (torch's slow path for each module call) and one heap reading per
-top-level forward. A ``model.eval()`` that is followed by a training step after at most
-one forward (a sub-module frozen in eval mode every step) is not a pass; after three of
-those, ``eval()`` calls are no longer watched.
+Cost: per training step one counter update per top-level forward of the watched modules
+(besides their ``__call__``, see :mod:`torchmem.doctor.top_forwards`); during an announced
+pass the global module hooks (torch's slow path for each module call); during any pass one
+heap reading per top-level forward, and in a pass found by its forwards one graph pre-hook
+per grad-enabled forward. A ``model.eval()`` that is followed by a training step after at
+most one forward (a sub-module frozen in eval mode every step) is not a pass; after three
+of those, ``eval()`` calls are no longer watched.
 
 Known limitations:
-    * An evaluation loop that never calls ``model.eval()`` is not a pass (its forwards
-      are not seen unless forwards are the script's steps).
+    * A pass found by its forwards starts at the forward that exceeds twice a step's
+      count: the forwards before it are counted but not watched (no reading, no
+      snapshot). An evaluation loop with at most twice as many top-level forwards as a
+      training step (two batches) is no pass, nor is one run before the second
+      training step, or one whose modules were first called after the first step and
+      are of another class.
+    * Two loops without a backward between them (a ``no_grad`` one, then one with grad)
+      are one pass, labelled ``eval-grad``.
+    * Forwards whose outputs no backward uses, in a step that a backward ends (a
+      detached teacher's forward with grad enabled), make the step look longer; a
+      script whose steps vary that much (reinforcement learning whose acting forwards
+      no backward uses) can show passes that are acting, not evaluating; a finding
+      needs a graph that grows steadily within grad-enabled passes.
     * In a script whose steps are forwards or loop iterations, passes are not split off.
 """
 
@@ -107,6 +134,11 @@ class PhaseTracker:
         self._count = ForwardCount()
         self._consumption: Consumption | None = None
         self._pending: tuple[PassRecord, Consumption] | None = None
+
+    def callbacks(self) -> dict[str, Callable[..., None]]:
+        """The :class:`~torchmem.doctor.steps.StepHooks` callbacks that feed this tracker."""
+        return {"on_pass_forward": self.on_forward, "on_top_forward": self.on_top_forward,
+                "after_backward": self.after_backward}
 
     # -- events -------------------------------------------------------------------------
     def on_event(self, name: str, info: dict[str, Any]) -> None:

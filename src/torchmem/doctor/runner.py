@@ -81,9 +81,8 @@ class Probe:
         """Called at each step boundary in the script's thread (``run.steps[-1]`` is fresh)."""
 
     def on_event(self, run: "Run", name: str, info: dict[str, Any]) -> None:
-        """Called for ``backward``, ``zero_grad``, ``empty_cache``, ``step_source``,
-        ``mode`` (``model.train()``/``eval()``), ``pass_step``, ``pass_end`` and
-        ``pass_drop`` (the pass's forwards from ``from_counter`` on were a training step's)."""
+        """Called for ``backward``, ``zero_grad``, ``empty_cache``, ``step_source``, ``mode``
+        (``model.train()``/``eval()``), ``pass_step``, ``pass_end``, ``pass_drop``."""
 
     def on_finish(self, run: "Run", outcome: "Outcome") -> None:
         """Called once after the script ended, however it ended."""
@@ -362,9 +361,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     sys.modules["__main__"] = main
     try:
         with StepHooks(run._on_step, run._on_event, run.frames,
-                       on_pass_forward=run.phases.on_forward,
-                       on_top_forward=run.phases.on_top_forward,
-                       after_backward=run.phases.after_backward) as hooks:
+                       **run.phases.callbacks()) as hooks:
             run.phases.hooks = hooks
             run.stopper.release_trace = hooks.release_loops
             run._dispatch("on_start")
