@@ -12,8 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
-pytestmark = pytest.mark.slow
+from torchmem.doctor.pass_forwards import KEEP_FIRST, KEEP_LAST, Consumption, ForwardCount
 
 VALIDATE_IN_FUNCTION = """
 import torch
@@ -226,6 +227,7 @@ def _phases(data: dict) -> dict[str, tuple[int, int]]:
     return {p["kind"]: (p["passes"], p["steps"]) for p in data["phases"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, cause, name, statement, passes, forwards", [
     # 8 batches of model + criterion per pass; the next epoch's first forwards, which its
     # backward goes through, are not counted in the pass
@@ -248,6 +250,7 @@ def test_an_evaluation_loop_without_eval_that_keeps_graphs_is_found(
     assert "evaluation passes (grad enabled)" in done.stderr
 
 
+@pytest.mark.slow
 def test_evaluation_under_no_grad_is_a_quiet_pass_of_its_own(tmp_path):
     data, done = _doctor(tmp_path, HEALTHY_EVALUATION)
     assert data["findings"] == [], done.stderr
@@ -255,6 +258,7 @@ def test_evaluation_under_no_grad_is_a_quiet_pass_of_its_own(tmp_path):
     assert _phases(data) == {"train": (4, 24), "eval-no-grad": (3, 90)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, steps", [
     (ACCUMULATED_LOSS, 24), (POLICY_GRADIENT, 30), (GAN, 80), (SIAMESE, 40),
 ], ids=["accumulated-loss", "policy-gradient", "gan", "siamese"])
@@ -266,7 +270,60 @@ def test_many_forwards_per_backward_are_training_steps_not_passes(tmp_path, sour
     assert _phases(data) == {"train": (1, steps)}
 
 
+@pytest.mark.slow
 def test_an_inference_script_has_no_passes(tmp_path):
     data, done = _doctor(tmp_path, INFERENCE_ONLY)
     assert data["findings"] == [], done.stderr
     assert _phases(data) == {"inference": (1, 40)}
+
+
+def test_a_run_of_forwards_is_a_candidate_past_twice_the_most_a_step_had():
+    count = ForwardCount()
+    count.since = 50
+    assert not count.exceeded()  # no step measured yet
+    count.boundary(counted=False)  # the forwards of a pass are no step's
+    assert count.usual is None
+    for forwards in (2, 3, 2):
+        count.since = forwards
+        count.boundary()
+    assert count.usual == 3
+    count.since = 6
+    assert not count.exceeded()
+    count.since = 7
+    assert count.exceeded()
+
+
+def test_the_forwards_a_backward_went_through_are_told_apart():
+    w = torch.randn(4, 4, requires_grad=True)
+    consumption = Consumption()
+    outputs = []
+    for counter in range(1, 6):
+        grad = counter != 2
+        with torch.set_grad_enabled(grad):
+            out = torch.randn(2, 4) @ w
+        consumption.watch(counter, grad, {"logits": out} if counter == 3 else out)
+        outputs.append(out)
+    assert consumption.first_reached() is None
+    (outputs[3] + outputs[4]).sum().backward()  # forwards 4 and 5: the next step's
+    assert consumption.first_reached() == 4
+    assert consumption.grad_forwards_from(3) == 3 and consumption.grad_forwards_from(4) == 2
+    entries = list(consumption.entries)
+    consumption.release()
+    outputs[0].sum().backward()  # the hooks are gone: nothing is marked any more
+    assert consumption.entries == [] and [e[2] for e in entries] == [False] * 3 + [True] * 2
+
+
+def test_a_long_candidate_keeps_hooks_on_its_first_and_latest_forwards_only():
+    w = torch.randn(4, 4, requires_grad=True)
+    consumption = Consumption()
+    outputs = [torch.randn(1, 4) @ w for _ in range(KEEP_FIRST + KEEP_LAST + 10)]
+    for counter, out in enumerate(outputs, 1):
+        consumption.watch(counter, True, out)
+        if counter == KEEP_FIRST + 1:
+            dropped = consumption.entries[-1]
+    kept = [e[0] for e in consumption.entries]
+    assert kept == [*range(1, KEEP_FIRST + 1), *range(KEEP_FIRST + 11, len(outputs) + 1)]
+    torch.stack(outputs).sum().backward()
+    assert consumption.first_reached() == 1 and all(e[2] for e in consumption.entries)
+    assert dropped[2] is False  # its hook was removed when it left the window
+    consumption.release()
