@@ -43,6 +43,10 @@ for epoch in range(3):
     print(epoch, round(float(score), 3))
 """
 
+# model.train() at each epoch's start ends the pass before the next step's forwards
+VALIDATE_THEN_TRAIN_MODE = VALIDATE_IN_FUNCTION.replace(
+    "for epoch in range(3):\n", "for epoch in range(3):\n    model.train()\n")
+
 TEST_LOOP_AT_MODULE_LEVEL = """
 import torch
 import torch.nn.functional as F
@@ -232,11 +236,12 @@ def _phases(data: dict) -> dict[str, tuple[int, int]]:
     # 8 batches of model + criterion per pass; the next epoch's first forwards, which its
     # backward goes through, are not counted in the pass
     (VALIDATE_IN_FUNCTION, "eval_graph", "val_loss", "val_loss += loss", 3, 48),
+    (VALIDATE_THEN_TRAIN_MODE, "eval_graph", "val_loss", "val_loss += loss", 3, 48),
     (TEST_LOOP_AT_MODULE_LEVEL, "eval_graph", "test_loss",
      "test_loss = test_loss + F.cross_entropy", 3, 36),
     (FINAL_TEST_ONLY, "eval_graph", "total", "total = total + crit", 1, 60),
     (STREAM_STATE, "hidden_state_chain", "hidden", "out, hidden = rnn(", 3, 72),
-], ids=["validate-function", "test-loop-module-level", "final-test", "stream-state"])
+], ids=["validate-function", "validate-then-train-mode", "test-loop-module-level", "final-test", "stream-state"])
 def test_an_evaluation_loop_without_eval_that_keeps_graphs_is_found(
         tmp_path, source, cause, name, statement, passes, forwards):
     data, done = _doctor(tmp_path, source)
