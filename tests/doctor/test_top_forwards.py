@@ -89,3 +89,27 @@ def test_the_scripts_modules_save_copy_and_script_as_without_the_doctor(tmp_path
     from torchmem.doctor.runner import _KEPT_NAMESPACES
 
     assert "__call__" not in _KEPT_NAMESPACES[-1].__dict__["NET"].__dict__
+
+
+class _Frozen(type):
+    def __setattr__(cls, name, value):
+        raise TypeError(f"{cls.__name__} is frozen")
+
+
+class FrozenNet(torch.nn.Linear, metaclass=_Frozen):
+    pass
+
+
+def test_a_class_that_cannot_be_given_a_call_is_left_alone():
+    from torchmem.doctor.top_forwards import TopForwards
+
+    top = TopForwards(lambda frame, output: None)
+    top.learn(FrozenNet(2, 2))
+    top.learn(Block())
+    top.install()  # no exception: it is skipped, the others are watched
+    try:
+        assert "__call__" not in FrozenNet.__dict__ and "__call__" in Block.__dict__
+        assert FrozenNet(2, 2)(torch.ones(1, 2)).shape == (1, 2)
+    finally:
+        top.uninstall()
+    assert "__call__" not in Block.__dict__

@@ -101,7 +101,10 @@ class TopForwards:
 
         for cls in self.classes:
             if "__call__" not in cls.__dict__ and _watchable(cls):
-                cls.__call__ = __call__  # type: ignore[method-assign]
+                try:
+                    cls.__call__ = __call__  # type: ignore[method-assign]
+                except (TypeError, AttributeError):  # a metaclass that forbids it
+                    continue
                 self._installed.append(cls)
 
     def uninstall(self) -> None:
