@@ -57,13 +57,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 import torch
 
 from torchmem.doctor.pass_forwards import Consumption, ForwardCount
 
-__all__ = ["PassRecord", "PhaseTracker", "MAIN_KIND"]
+__all__ = ["HookCallbacks", "PassRecord", "PhaseTracker", "MAIN_KIND"]
 
 #: the phase kind of a run's own steps, by step source
 MAIN_KIND = {"optimizer": "train", "backward": "train", "forward": "inference",
@@ -73,6 +73,14 @@ MAIN_KIND = {"optimizer": "train", "backward": "train", "forward": "inference",
 _MAX_DISCARDED = 3
 #: readings kept per pass
 _MAX_READINGS = 4096
+
+
+class HookCallbacks(TypedDict):
+    """The keyword arguments of :class:`~torchmem.doctor.steps.StepHooks` a tracker gives."""
+
+    on_pass_forward: Callable[[FrameType | None], None]
+    on_top_forward: Callable[[FrameType | None, Any], None]
+    after_backward: Callable[[], None]
 
 
 @dataclass
@@ -135,7 +143,7 @@ class PhaseTracker:
         self._consumption: Consumption | None = None
         self._pending: tuple[PassRecord, Consumption] | None = None
 
-    def callbacks(self) -> dict[str, Callable[..., None]]:
+    def callbacks(self) -> "HookCallbacks":
         """The :class:`~torchmem.doctor.steps.StepHooks` callbacks that feed this tracker."""
         return {"on_pass_forward": self.on_forward, "on_top_forward": self.on_top_forward,
                 "after_backward": self.after_backward}
