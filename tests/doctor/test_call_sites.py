@@ -129,3 +129,46 @@ def main(u, v, fn):
     path.write_text(textwrap.dedent(src), encoding="utf-8")
     stmt = best_statement(find_statements("losses", [str(path)]), "container", exact="losses")
     assert stmt.line == 8 and caller_statement(stmt, [str(path)]) is None
+
+
+def test_a_value_made_by_calling_an_object_the_module_made_keeps_the_line(tmp_path):
+    # `criterion` and `model` are objects built at module level: `loss` is made inside
+    # validate(), whose caller only hands it the batches
+    src = '''
+import torch
+
+model = torch.nn.Linear(4, 1)
+criterion = torch.nn.MSELoss()
+
+def validate(batches):
+    val_loss = 0.0
+    for x, y in batches:
+        loss = criterion(model(x), y)
+        val_loss += loss
+    return val_loss
+
+score = validate([(torch.randn(2, 4), torch.randn(2, 1))])
+'''
+    path = tmp_path / "module_objects.py"
+    path.write_text(textwrap.dedent(src), encoding="utf-8")
+    stmt = best_statement(find_statements("val_loss", [str(path)]), "sum", exact="val_loss")
+    assert stmt.line == 11 and caller_statement(stmt, [str(path)]) is None
+
+
+def test_a_plain_function_of_the_module_still_hands_the_value_through(tmp_path):
+    src = '''
+def scale(v):
+    return v * 2
+
+def add(meter, val):
+    meter.total = meter.total + scale(val)
+
+def run(meter, batches):
+    for b in batches:
+        add(meter, b + 1)
+'''
+    path = tmp_path / "plain_function.py"
+    path.write_text(textwrap.dedent(src), encoding="utf-8")
+    stmt = best_statement(find_statements("meter.total", [str(path)]), "sum", exact="meter.total")
+    call, _ = caller_statement(stmt, [str(path)])
+    assert (stmt.line, call.line, call.value) == (6, 10, "b + 1")

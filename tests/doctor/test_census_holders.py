@@ -362,3 +362,32 @@ def test_the_peak_of_the_evaluation_passes_names_what_they_keep(tmp_path):
     # the capture's largest storages stay those of the training peak's census
     peak = next(m for m in capture.holders if m.when == "peak")
     assert [s.nbytes for s in capture.top_storages[:5]] == [s.nbytes for s in peak.storages[:5]]
+
+
+def test_forwards_that_were_a_training_step_give_back_the_evaluation_peak_before_them():
+    from types import SimpleNamespace
+
+    from torchmem.doctor.steps import UserFrames
+
+    run = SimpleNamespace(steps=[], main_globals={}, frames=UserFrames())
+    census = PeakCensus(budget=0.0, rise=0.0)  # a census at each new high of 64 KiB
+    base = 100 * MiB
+
+    def forward(number, index, counter, heap):
+        census.at_pass_step(run, {"pass": number, "index": index, "counter": counter,
+                                  "heap": heap, "frame": None})
+        moment = census.moments.get("eval_peak")
+        return moment.note if moment is not None else None
+
+    assert forward(1, 1, 1, base) == "evaluation pass 1, after its forward 1"
+    assert forward(2, 1, 2, base + MiB) == "evaluation pass 2, after its forward 1"
+    assert forward(2, 2, 3, base + MiB // 2) == "evaluation pass 2, after its forward 1"
+    assert forward(2, 3, 4, base + 2 * MiB) == "evaluation pass 2, after its forward 3"
+    census.drop_pass({"pass": 2, "from_counter": 4, "whole": False})
+    assert census.moments["eval_peak"].note == "evaluation pass 2, after its forward 1"
+    assert census._eval == (base + MiB, base + MiB)
+    census.drop_pass({"pass": 2, "from_counter": 2, "whole": True})
+    assert census.moments["eval_peak"].note == "evaluation pass 1, after its forward 1"
+    assert census._eval == (base, base)
+    census.drop_pass({"pass": 1, "from_counter": 1, "whole": True})  # not the pass in progress
+    assert census.moments["eval_peak"].note == "evaluation pass 1, after its forward 1"

@@ -11,8 +11,9 @@ by the caller: the line to change is the call that hands the values over.
 1. the stored expression must be *handed in*: built only from the function's
    parameters (arithmetic on them, indexing, iterating over them, calls of plain
    functions on them), not made there by a method call (``self.model(x)``,
-   ``z.detach()[::10]``, ``out.softmax(-1)``: then the helper's line stays, since that
-   is where the value is made);
+   ``z.detach()[::10]``, ``out.softmax(-1)``) or by calling an object the module made
+   (``criterion(model(x), y)`` with ``model = Net()`` at module level): then the
+   helper's line stays, since that is where the value is made;
 2. the function's call sites in the user's files are found by name, kept when their
    arguments fit its signature, and, for a method, when the receiver is not bound to
    another class or a built-in container (``d = OrderedDict()``; ``d.update(x)`` is not
@@ -102,10 +103,33 @@ def _assignments(func: _Func) -> dict[str, list[ast.AST]]:
     return out
 
 
+def _module_objects(tree: ast.Module) -> frozenset[str]:
+    """Names the module binds, outside any function or class, only to what a call made
+    (``model = Net().to(device)``, ``criterion = nn.MSELoss()``): objects, not functions."""
+    made: set[str] = set()
+    other: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                other.add(child.name)
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                other.update((a.asname or a.name).split(".")[0] for a in child.names)
+            elif isinstance(child, ast.Assign):
+                names = {t.id for t in child.targets if isinstance(t, ast.Name)}
+                (made if isinstance(child.value, ast.Call) else other).update(names)
+            visit(child)
+
+    visit(tree)
+    return frozenset(made - other)
+
+
 def _made_here(node: ast.AST, local: frozenset[str] = frozenset()) -> bool:
     """True when the expression computes with a method call (``self.model(x)``,
-    ``z.detach()[::10]``, ``out.softmax(-1)``): its value is made in the function, which
-    is where it is changed. Arithmetic, indexing, iterating a dict (``d.items()``) and
+    ``z.detach()[::10]``, ``out.softmax(-1)``) or calls something it was given, built
+    or that the module made (``local``): its value is made in the function, which is
+    where it is changed. Arithmetic, indexing, iterating a dict (``d.items()``) and
     calls of plain functions on what was handed in (``type_as(self.sum, val)``) keep it
     the caller's value."""
     for n in ast.walk(node):
@@ -117,14 +141,16 @@ def _made_here(node: ast.AST, local: frozenset[str] = frozenset()) -> bool:
     return False
 
 
-def _feeding(value: ast.AST, func: _Func, params: list[str]) -> set[str] | None:
+def _feeding(value: ast.AST, func: _Func, params: list[str],
+             objects: frozenset[str] = frozenset()) -> set[str] | None:
     """The parameters the stored ``value`` is built from, or None when it is made in the
-    function (a local computed by the object's own methods, or no parameter at all)."""
+    function (a local computed by the object's own methods or by calling one of the
+    module's ``objects``, or no parameter at all)."""
     assigned = _assignments(func)
     seen: set[str] = set()
     found: set[str] = set()
 
-    local = frozenset(params) | frozenset(assigned)
+    local = frozenset(params) | frozenset(assigned) | objects
 
     def walk(expr: ast.AST) -> bool:
         if _made_here(expr, local):
@@ -275,7 +301,7 @@ def caller_statement(stmt: Statement, files: list[str]) -> tuple[Statement, list
     func, cls = _enclosing(parsed[0], stmt.line)
     if func is None:
         return None
-    feeding = _feeding(value, func, _params(func, cls))
+    feeding = _feeding(value, func, _params(func, cls), _module_objects(parsed[0]))
     chain: list[Statement] = []
     search = list(dict.fromkeys([stmt.file, *files]))
     for _ in range(MAX_DEPTH):

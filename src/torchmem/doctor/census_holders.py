@@ -20,9 +20,11 @@ point, never after the script's objects are gone:
 * **oom** / **exception**: at the error, from the frames of its traceback (they hold the
   step's objects).
 * **eval_peak**: after a forward of an evaluation pass (``model.eval()`` until the next
-  ``model.train()`` or training step) whose heap reading is a new high of the evaluation
+  ``model.train()`` or training step, or a run of forwards with no backward: see
+  :mod:`torchmem.doctor.phases`) whose heap reading is a new high of the evaluation
   passes, by the same rise, when the count of evaluation forwards so far is a power of two
-  or within the same budget (the first one is always taken).
+  or within the same budget (the first one is always taken). Forwards that turn out to
+  be a training step's (``pass_drop``) give back the evaluation peak before them.
 * **end**: at the last step of ``--steps``, or after the script's last statement when
   tensors are still alive then (a script that works at module level); when nothing is
   alive any more (everything lived in a function that returned) the peak stands for it.
@@ -105,6 +107,9 @@ class PeakCensus:
         self.due_now = False
         # the highest evaluation reading, and the one at the last evaluation census
         self._eval: tuple[int, int | None] = (-1, None)
+        # the pass in progress: its number, the state before it, the latest changes
+        self._pass: tuple[int, tuple[Any, Any]] = (0, ((-1, None), None))
+        self._changes: list[tuple[int, tuple[Any, Any]]] = []
 
     def due(self, used: dict[str, int], step: int) -> bool:
         """A peak census at this step boundary, whose reading is ``used``?"""
@@ -176,8 +181,13 @@ class PeakCensus:
         heap, index = info.get("heap"), int(info.get("index") or 0)
         counter = int(info.get("counter") or 0)  # forwards of all the passes so far
         best, last = self._eval
+        number = int(info.get("pass") or 0)
+        state = (self._eval, self.moments.get("eval_peak"))
+        if number != self._pass[0]:
+            self._pass, self._changes = (number, state), []
         if heap is None or index < 1 or heap <= best:
             return
+        self._changes = [*self._changes[-63:], (counter, state)]
         self._eval = (heap, last)
         if last is not None:
             grown = max(last - self._first.get("cpu", 0), 0)
@@ -191,6 +201,25 @@ class PeakCensus:
         self.take("eval_peak", step, {"cpu": int(heap)}, info.get("frame"), run.main_globals,
                   run.frames.is_user_file,
                   note=f"evaluation pass {info.get('pass')}, after its forward {index}")
+
+    def drop_pass(self, info: dict[str, Any]) -> None:
+        """The forwards of pass ``info["pass"]`` from ``info["from_counter"]`` on were a
+        training step's: forget what they changed (highest reading, evaluation peak)."""
+        number, since = int(info.get("pass") or 0), int(info.get("from_counter") or 0)
+        if number != self._pass[0]:
+            return
+        state = None
+        while self._changes and self._changes[-1][0] >= since:
+            state = self._changes.pop()[1]
+        if info.get("whole"):
+            state, self._changes = self._pass[1], []
+        if state is None:
+            return
+        self._eval, moment = state
+        if moment is None:
+            self.moments.pop("eval_peak", None)
+        else:
+            self.moments["eval_peak"] = moment
 
     def finish(self, run: Any, outcome: Any, step: int) -> None:
         """At the end of the run: at the failure point, or after the script's last

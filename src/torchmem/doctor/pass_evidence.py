@@ -1,17 +1,19 @@
 """Deep analysis inside evaluation passes: what grows during each pass and is let go after.
 
 An evaluation pass run with grad enabled builds a graph per forward. Kept in a running
-sum (``val_loss += loss``) or chained through a state (``out, self.hidden =
-self.lstm(x, self.hidden)``), those graphs pile up until the pass ends and are released
-when the variable is reset, often at the next pass: memory rises to a plateau and falls
-back, which no growth over the training steps shows. :class:`PassEvidence` snapshots the
+sum (``val_loss += loss``) or chained through a state (``out, self.hidden = self.lstm(x,
+self.hidden)``), those graphs pile up until the pass ends and are released when the
+variable is reset, often at the next pass: memory rises to a plateau and falls back,
+which no growth over the training steps shows. :class:`PassEvidence` snapshots the
 script's variables (:func:`~torchmem.doctor.culprit.take_snapshot`) at pass steps 1, 2,
 3, 4, 6, 8, 12, 16... of the first :data:`MAX_PASSES` passes with grad enabled, and once
 more when each of those passes ends. A path whose autograd graph grows steadily over at
 least three snapshots within at least two passes (or, with a single pass, over at least
 four snapshots) is a finding: ``eval_graph`` (graphs no backward consumed) or
-``hidden_state_chain``. Containers filled during a pass (predictions collected for a
-metric) are what evaluation does and are not reported here.
+``hidden_state_chain``. The snapshots a ``pass_drop`` event names (forwards of a pass
+found by its count that a backward went through: a training step's) are forgotten.
+Containers filled during a pass (predictions collected for a metric) are what evaluation
+does and are not reported here.
 
 Cost: only passes with grad enabled are analysed (about ``2 * log2(forwards)``
 snapshots per pass, at most :data:`MAX_PASSES` passes); passes under ``no_grad`` cost
@@ -50,11 +52,22 @@ class PassEvidence:
 
     def __init__(self) -> None:
         self.passes: dict[int, list[Snapshot]] = {}
+        self.announced: dict[int, bool] = {}
 
     def on_event(self, run: Any, name: str, info: dict[str, Any],
                  guard: Callable[..., None]) -> None:
-        """Take the snapshots a ``pass_step``/``pass_end`` event calls for."""
+        """Take the snapshots a ``pass_step``/``pass_end`` event calls for; forget those a
+        ``pass_drop`` event says were taken in a training step."""
         number = int(info.get("pass", 0))
+        if name == "pass_drop":
+            since = int(info.get("from_counter", 0))
+            kept = [s for s in self.passes.get(number, ()) if s.step < since]
+            if kept and not info.get("whole"):
+                self.passes[number] = kept
+            else:
+                self.passes.pop(number, None)
+            return
+        self.announced[number] = bool(info.get("announced", True))
         if name == "pass_step":
             if not info.get("grad") or number > MAX_PASSES or not _due(int(info["index"])):
                 return
@@ -105,8 +118,8 @@ class PassEvidence:
             passes = int(growing[name].get("resets", 1))
             evidence = [e for e in finding.evidence
                         if not e.startswith("measured at steps") and "emptied now and then" not in e]
-            evidence.append(f"it grows during each evaluation pass (model.eval(), grad "
-                            f"enabled): in {passes} pass{'es' if passes > 1 else ''} "
+            evidence.append(f"it grows during each evaluation pass ({self._opened_by()}, "
+                            f"grad enabled): in {passes} pass{'es' if passes > 1 else ''} "
                             f"({len(at)} snapshots in the last one, from its first forward "
                             "to its end) and is let go afterwards; the peak grows with the "
                             "number of evaluation batches")
@@ -115,3 +128,12 @@ class PassEvidence:
                         step_unit="top-level module call in evaluation")
             out.append(replace(finding, evidence=tuple(evidence), data=data))
         return out
+
+    def _opened_by(self) -> str:
+        """How the analysed passes were found, in words."""
+        found = {self.announced.get(n, True) for n in self.passes}
+        if found == {True}:
+            return "model.eval()"
+        if found == {False}:
+            return "top-level forwards that no backward went through"
+        return "model.eval(), or forwards that no backward went through"

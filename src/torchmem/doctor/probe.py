@@ -162,11 +162,13 @@ class DoctorProbe(Probe):
             self._empty += 1
             if self.evidence.empty_cache_site is None:
                 self.evidence.empty_cache_site = _site(info.get("frame"))
-        elif name in ("pass_step", "pass_end"):
+        elif name in ("pass_step", "pass_end", "pass_drop"):
             if self.deep:
                 self.passes.on_event(run, name, info, self._guard)
             if name == "pass_step" and self.census_at_end:
                 self._guard("census", len(run.steps), self.peaks.at_pass_step, run, info)
+            elif name == "pass_drop":
+                self.peaks.drop_pass(info)
         elif name == "step_source":
             self.evidence = Evidence()
             self._samples = {}

@@ -18,8 +18,9 @@ A stop (``--steps`` reached, or SIGTERM with ``handle_sigterm``) sticks: a bare
 :mod:`torchmem.doctor._stop`). Per-step records are bounded for long runs (see
 :mod:`torchmem.doctor._steplog`).
 
-Evaluation passes (``model.eval()`` ... ``model.train()``) are tracked as phases of
-their own (:mod:`torchmem.doctor.phases`): probes get ``pass_step`` and ``pass_end``
+Evaluation passes (``model.eval()`` ... ``model.train()``, or more top-level forwards
+than a training step has with no backward) are tracked as phases of their own
+(:mod:`torchmem.doctor.phases`): probes get ``pass_step``, ``pass_end`` and ``pass_drop``
 events, and the result lists each phase with its growth verdict.
 
 Known limitations:
@@ -80,8 +81,8 @@ class Probe:
         """Called at each step boundary in the script's thread (``run.steps[-1]`` is fresh)."""
 
     def on_event(self, run: "Run", name: str, info: dict[str, Any]) -> None:
-        """Called for ``backward``, ``zero_grad``, ``empty_cache``, ``step_source``,
-        ``mode`` (``model.train()``/``eval()``), ``pass_step`` and ``pass_end``."""
+        """Called for ``backward``, ``zero_grad``, ``empty_cache``, ``step_source``, ``mode``
+        (``model.train()``/``eval()``), ``pass_step``, ``pass_end``, ``pass_drop``."""
 
     def on_finish(self, run: "Run", outcome: "Outcome") -> None:
         """Called once after the script ended, however it ended."""
@@ -360,7 +361,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     sys.modules["__main__"] = main
     try:
         with StepHooks(run._on_step, run._on_event, run.frames,
-                       on_pass_forward=run.phases.on_forward) as hooks:
+                       **run.phases.callbacks()) as hooks:
             run.phases.hooks = hooks
             run.stopper.release_trace = hooks.release_loops
             run._dispatch("on_start")
@@ -381,6 +382,8 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
                 run.stop_monitors()
                 flush(sys.stdout)
                 run.phases.close("end", None)
+            if hooks.top_error:
+                run.probe_errors.append(f"top-level forwards: {hooks.top_error}")
             if outcome.exc is not None and outcome.kind in ("exception", "oom", "interrupt"):
                 print_script_exception(outcome.exc)
             run._dispatch("on_finish", outcome)

@@ -9,13 +9,17 @@ tensor work (:mod:`torchmem.doctor.loops`). Everything is installed in
 
 Evaluation passes: top-level ``Module.train(mode)`` calls (``model.eval()``) are reported
 as ``mode`` events; while an evaluation pass is watched (:meth:`StepHooks.watch_forwards`)
-each top-level forward is reported to ``on_pass_forward``.
+each top-level forward is reported to ``on_pass_forward``. Once the training steps start,
+the calls of the modules seen at the top level before them are reported to
+``on_top_forward`` (:mod:`torchmem.doctor.top_forwards`), and ``after_backward`` is
+called when each ``backward()`` returned.
 
 Cost: one Python call per ``optimizer.step()`` and per ``backward()``. The forward
 fallback installs global module hooks, which make every module call take torch's slow
 path; they are removed as soon as a backward or optimizer step is seen. The loop fallback
 traces the script's thread until any other source is seen (see its module for the cost).
-The ``Module.train`` wrapper costs one Python call per call of ``train()``/``eval()``.
+The ``Module.train`` wrapper costs one Python call per call of ``train()``/``eval()``;
+a top-level forward costs a few Python calls once the training steps started.
 """
 
 from __future__ import annotations
@@ -80,7 +84,9 @@ class StepHooks:
     def __init__(self, on_step: Callable[[str, FrameType | None], None],
                  on_event: Callable[[str, dict[str, Any]], None], frames: UserFrames,
                  *, loops: bool = True,
-                 on_pass_forward: Callable[[FrameType | None], None] | None = None) -> None:
+                 on_pass_forward: Callable[[FrameType | None], None] | None = None,
+                 on_top_forward: Callable[[FrameType | None, Any], None] | None = None,
+                 after_backward: Callable[[], None] | None = None) -> None:
         self._on_step = on_step
         self._on_event = on_event
         self._frames = frames
@@ -92,6 +98,14 @@ class StepHooks:
         self._pass_depth = 0
         self._on_pass_forward = on_pass_forward
         self._train_depth = 0
+        self._after_backward = after_backward
+        self._backward_depth = 0
+        self._top = None
+        if on_top_forward is not None:
+            from torchmem.doctor.top_forwards import TopForwards
+
+            self._top = TopForwards(lambda frame, output: on_top_forward(
+                self._frames.innermost(frame), output))
         self._loops = None
         if loops:
             from torchmem.doctor.loops import LoopTracer
@@ -110,6 +124,8 @@ class StepHooks:
         if source not in ("forward", "loop"):
             # forwards outrank loop iterations: their hooks stay while a loop is the unit
             self._remove_forward_hooks()
+            if self._top is not None:
+                self._top.install()
         if source != "loop":
             self.release_loops()
         self._on_event("step_source", {"source": source, "previous": previous})
@@ -133,7 +149,19 @@ class StepHooks:
             hooks._on_event("backward", {"frame": frame,
                                          "retain_graph": bool(retain_graph or create_graph),
                                          "create_graph": bool(create_graph)})
-            result = original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
+            top = hooks._top
+            hooks._backward_depth += 1
+            if top is not None:
+                top.paused += 1  # checkpointed segments run their modules again here
+            try:
+                result = original(tensors, grad_tensors, retain_graph, create_graph,
+                                  *args, **kwargs)
+            finally:
+                hooks._backward_depth -= 1
+                if top is not None:
+                    top.paused -= 1
+            if hooks._after_backward is not None and not hooks._backward_depth:
+                hooks._after_backward()  # the outermost one (not a checkpoint's own)
             if hooks.source != "optimizer" and hooks._promote("backward"):
                 hooks._on_step("backward", frame)
             return result
@@ -170,6 +198,8 @@ class StepHooks:
             # of a trace changes the recorded graph (TracingCheckError).
             self._depth = 0
             return
+        if self._depth <= 0 and self._top is not None:
+            self._top.learn(module)
         if self._depth <= 0 and self._promote("forward"):
             self._depth = 0
             self._on_step("forward", self._frames.innermost(sys._getframe(1)))
@@ -236,6 +266,11 @@ class StepHooks:
             if not _tracing() and self._on_pass_forward is not None:
                 self._on_pass_forward(self._frames.innermost(sys._getframe(1)))
 
+    @property
+    def top_error(self) -> str | None:
+        """The error that stopped the watch of top-level forwards (None: none)."""
+        return self._top.error if self._top is not None else None
+
     def __enter__(self) -> "StepHooks":
         try:
             from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -262,5 +297,7 @@ class StepHooks:
         self.release_loops()
         self.watch_forwards(False)
         self._remove_forward_hooks()
+        if self._top is not None:
+            self._top.uninstall()
         while self._undo:
             self._undo.pop()()
