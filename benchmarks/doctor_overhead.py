@@ -1,11 +1,11 @@
 """Cost of ``torchmem doctor``: step time against plain ``python``, and deep-analysis cost.
 
 Part 1 -- step time. Each trial runs ``benchmarks/workloads.py <loop>`` as a fresh
-process four ways, interleaved A/B/C/D/A/B/C/D so that load on the machine hits all
+process five ways, interleaved A/B/C/D/E/A/B/C/D/E so that load on the machine hits all
 sides alike: plain ``python``, ``torchmem run --quiet``, ``torchmem doctor --quiet`` (the
-default mode: per-step bookkeeping plus the deep analysis at steps 2, 3, 4, 6, 8, 12...)
-and ``torchmem doctor --quiet --interval 0`` (the same without the background sampler
-of the timeline).
+default mode: per-step bookkeeping plus the deep analysis at steps 2, 3, 4, 6, 8, 12...),
+``torchmem doctor --quiet --interval 0`` (the same without the background sampler
+of the timeline) and ``torchmem doctor --quiet --growth-only`` (the verdict only).
 The loop times its own steps, so process start-up and imports are excluded. Both the
 median step time and the mean (total / steps, which includes the analysis steps) are
 reported, as medians over the trials.
@@ -44,7 +44,8 @@ def one(workload: str, steps: int, under: list[str]) -> tuple[float, float]:
 def step_time(trials: int, steps: int, workloads: list[str]) -> None:
     sides = {"python": [], "torchmem run": ["-m", "torchmem", "run", "--quiet"],
              "torchmem doctor": ["-m", "torchmem", "doctor", "--quiet"],
-             "doctor, no timeline": ["-m", "torchmem", "doctor", "--quiet", "--interval", "0"]}
+             "doctor, no timeline": ["-m", "torchmem", "doctor", "--quiet", "--interval", "0"],
+             "doctor --growth-only": ["-m", "torchmem", "doctor", "--quiet", "--growth-only"]}
     print(f"Step time: medians over {trials} interleaved trials of {steps} steps, 1 torch thread")
     print(f"{'workload':<10} {'side':<20} {'median ms':>10} {'mean ms':>9} {'ratio(median)':>14} "
           f"{'ratio(mean)':>12}")
