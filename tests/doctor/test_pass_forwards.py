@@ -332,3 +332,34 @@ def test_a_long_candidate_keeps_hooks_on_its_first_and_latest_forwards_only():
     assert consumption.first_reached() == 1 and all(e[2] for e in consumption.entries)
     assert dropped[2] is False  # its hook was removed when it left the window
     consumption.release()
+
+
+_CHECKSUM = """
+import hashlib
+_flat = torch.cat([p.detach().flatten() for m in ({models}) for p in m.parameters()])
+print("parameters", hashlib.sha256(" ".join(float.hex(v) for v in _flat.tolist()).encode()).hexdigest())
+"""
+
+
+@pytest.mark.parametrize("source, models, seen", [
+    # a pass found by its forwards, hooks on its outputs
+    (VALIDATE_IN_FUNCTION, "model,", "evaluation passes (grad enabled): 3 passes"),
+    # candidates that a backward then goes through (no pass)
+    (POLICY_GRADIENT, "policy,", "exit code 0"),
+], ids=["validation-pass", "policy-gradient"])
+def test_the_pass_watch_leaves_training_bit_identical(tmp_path, source, models, seen):
+    """Differential: the counting ``__call__`` and the hooks on the candidates' outputs
+    change nothing the script computes (parameters compared bit for bit after training)."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source) + _CHECKSUM.format(models=models),
+                      encoding="utf-8")
+    runs = {}
+    for name, prefix in (("plain", []), ("doctor", ["-m", "torchmem", "doctor", "--interval",
+                                                      "0", "--no-verify"])):
+        done = subprocess.run([sys.executable, *prefix, str(script)], capture_output=True,
+                              text=True, timeout=600, check=False, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[name] = done
+    assert "parameters" in runs["plain"].stdout
+    assert runs["doctor"].stdout == runs["plain"].stdout
+    assert seen in runs["doctor"].stderr  # the doctor did watch (the comparison covers it)
