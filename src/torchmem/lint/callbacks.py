@@ -13,16 +13,20 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import all_statements
 from torchmem.lint.kinds import CONTAINER, GRAPH, TYPED
 
 if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.context import Context
     from torchmem.lint.dataflow import Flow
     from torchmem.lint.summaries import Summary
 
-__all__ = ["GIVEN_GRAPHS", "callback_summary", "tensor_callables"]
+__all__ = ["GIVEN_GRAPHS", "callback_summary", "class_tensor_callables", "tensor_callables"]
 
 #: scratch key set while a method is walked as if given graphs
 GIVEN_GRAPHS = "callbacks.given_graphs"
+#: scratch key of the per-class cache of :func:`tensor_callables` (``id(class node)``)
+_CALLABLES = "callbacks.tensor_callables"
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -55,19 +59,33 @@ def tensor_callables(cls: ast.ClassDef) -> dict[str, tuple[int, ...] | int]:
     if init is None:
         return {}
     args = init.args
-    annotated = {a.arg: a.annotation for a in args.posonlyargs + args.args + args.kwonlyargs
-                 if a.annotation is not None}
+    returned: dict[str, tuple[int, ...] | int] = {}
+    for a in args.posonlyargs + args.args + args.kwonlyargs:
+        if a.annotation is not None:
+            kinds = _returned(a.annotation)
+            if kinds is not None:
+                returned[a.arg] = kinds
     out: dict[str, tuple[int, ...] | int] = {}
-    for stmt in ast.walk(init):
+    if not returned:
+        return out  # no parameter is a callable returning tensors: nothing to look for
+    for stmt in all_statements(init):
         if type(stmt) is ast.Assign and len(stmt.targets) == 1 and \
-                type(stmt.value) is ast.Name and stmt.value.id in annotated:
+                type(stmt.value) is ast.Name and stmt.value.id in returned:
             target = stmt.targets[0]
             if type(target) is ast.Attribute and type(target.value) is ast.Name and \
                     target.value.id == "self":
-                kinds = _returned(annotated[stmt.value.id])
-                if kinds is not None:
-                    out[target.attr] = kinds
+                out[target.attr] = returned[stmt.value.id]
     return out
+
+
+def class_tensor_callables(cls: ast.ClassDef, ctx: Context
+                           ) -> dict[str, tuple[int, ...] | int]:
+    """:func:`tensor_callables` of ``cls``, computed once per file."""
+    cache = ctx.scratch.setdefault(_CALLABLES, {})
+    known = cache.get(id(cls))
+    if known is None:
+        known = cache[id(cls)] = tensor_callables(cls)
+    return known  # type: ignore[no-any-return]
 
 
 def callback_summary(call: ast.Call, flow: Flow) -> Summary | None:
@@ -85,7 +103,7 @@ def callback_summary(call: ast.Call, flow: Flow) -> Summary | None:
     cls = summaries.classes.get(fn.class_name or "") if summaries is not None else None
     if cls is None:
         return None
-    kinds = tensor_callables(cls).get(func.attr)
+    kinds = class_tensor_callables(cls, ctx).get(func.attr)
     if kinds is None:
         return None
     if isinstance(kinds, tuple):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from torchmem.lint.children import child_nodes
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
@@ -64,51 +65,49 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
     decorated: set[_Key] = set()
 
     def visit(node: ast.AST, caller: _Key | None, cls: str | None, no_grad: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            t = type(child)
-            if t in _FUNC_TYPES:
-                key = ("self" if cls else None, child.name)  # type: ignore[attr-defined]
-                inner = key if any(d is child for d in defs.get(key, ())) else caller
-                if inner is key and any(is_no_grad_decorator(qualname(
-                        d.func if type(d) is ast.Call else d) or key_of(
-                        d.func if type(d) is ast.Call else d))
-                        for d in child.decorator_list):  # type: ignore[attr-defined]
-                    decorated.add(key)
-                visit(child, inner, cls, False if inner is key else no_grad)
-            elif t is ast.ClassDef:
-                visit(child, caller, child.name, no_grad)  # type: ignore[attr-defined]
-            elif t is ast.With or t is ast.AsyncWith:
-                on = no_grad or any(is_no_grad(i.context_expr) for i in child.items)  # type: ignore[attr-defined]
-                for item in child.items:  # type: ignore[attr-defined]
-                    visit(item, caller, cls, no_grad)
-                for stmt in child.body:  # type: ignore[attr-defined]
-                    visit_one(stmt, caller, cls, on)
-            else:
-                visit_one(child, caller, cls, no_grad)
-
-    def visit_one(node: ast.AST, caller: _Key | None, cls: str | None, no_grad: bool) -> None:
+        """Record the calls under ``node`` (one walk, each node once)."""
         t = type(node)
+        if t in _FUNC_TYPES:
+            key = ("self" if cls else None, node.name)  # type: ignore[attr-defined]
+            inner = key if any(d is node for d in defs.get(key, ())) else caller
+            if inner is key and any(is_no_grad_decorator(qualname(
+                    d.func if type(d) is ast.Call else d) or key_of(
+                    d.func if type(d) is ast.Call else d))
+                    for d in node.decorator_list):  # type: ignore[attr-defined]
+                decorated.add(key)
+            no_grad = False if inner is key else no_grad
+            for child in child_nodes(node):
+                visit(child, inner, cls, no_grad)
+            return
+        if t is ast.ClassDef:
+            for child in child_nodes(node):
+                visit(child, caller, node.name, no_grad)  # type: ignore[attr-defined]
+            return
+        if t is ast.With or t is ast.AsyncWith:
+            on = no_grad or any(is_no_grad(i.context_expr) for i in node.items)  # type: ignore[attr-defined]
+            for item in node.items:  # type: ignore[attr-defined]
+                visit(item, caller, cls, no_grad)
+            for stmt in node.body:  # type: ignore[attr-defined]
+                visit(stmt, caller, cls, on)
+            return
         if t is ast.Call:
             func = node.func  # type: ignore[attr-defined]
             key = _callee_key(func, cls)
             if key is not None and key in defs:
                 calls.setdefault(key, []).append((caller, no_grad))
                 for arg in node.args:  # type: ignore[attr-defined]
-                    visit_one(arg, caller, cls, no_grad)
+                    visit(arg, caller, cls, no_grad)
                 for kw in node.keywords:  # type: ignore[attr-defined]
-                    visit_one(kw.value, caller, cls, no_grad)
+                    visit(kw.value, caller, cls, no_grad)
                 if type(func) is ast.Attribute:
-                    visit_one(func.value, caller, cls, no_grad)
+                    visit(func.value, caller, cls, no_grad)
                 return
         elif t is ast.Name or t is ast.Attribute:
             key = _callee_key(node, cls)  # type: ignore[arg-type]
             if key is not None and key in defs:
                 escaped.add(key)  # used as a value: called from places we cannot see
-        if t in _FUNC_TYPES or t is ast.ClassDef or t is ast.With or t is ast.AsyncWith:
-            wrapper = ast.Module(body=[node], type_ignores=[])  # type: ignore[list-item]
-            visit(wrapper, caller, cls, no_grad)
-            return
-        visit(node, caller, cls, no_grad)
+        for child in child_nodes(node):
+            visit(child, caller, cls, no_grad)
 
     visit(tree, None, None, False)
     quiet: set[_Key] = set(decorated)

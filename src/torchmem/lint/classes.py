@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import all_statements
 from torchmem.lint.context import FunctionState
 from torchmem.lint.dataflow import Flow
 from torchmem.lint.facts import FunctionFacts, key_of
@@ -85,7 +86,7 @@ def supplied_callables(node: ast.ClassDef) -> frozenset[str]:
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     methods = {s.name for s in node.body if type(s) in _FUNC_TYPES}  # type: ignore[attr-defined]
     out = set()
-    for stmt in ast.walk(init):
+    for stmt in all_statements(init):
         if type(stmt) is ast.Assign and len(stmt.targets) == 1 and \
                 type(stmt.value) is ast.Name and stmt.value.id in params:
             target = stmt.targets[0]

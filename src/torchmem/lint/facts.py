@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from torchmem.lint.children import child_nodes
 from torchmem.lint.knowledge import (
     MOVE_METHODS,
     NO_GRAPH_METHODS,
@@ -143,47 +144,45 @@ class FunctionFacts:
         self._callees: set[str] | None = None
         self._names: set[str] | None = None
         self._tensor_names: set[str] | None = None
-        self._graph_params: set[str] = set()
+        self._graph_params: set[str] | None = None
+        #: keys re-bound by a plain assignment, a ``for`` or a ``with`` target
+        self.rebound: set[str] = set()
         #: the statements of the function (for the lazily computed facts)
         self.body: list[ast.stmt] = []
         #: the function's parameter names (set by the walker)
         self.params: frozenset[str] = frozenset()
 
     def graph_params(self) -> set[str]:
-        """Parameters the function calls ``.backward()`` on and never re-binds with a plain
-        assignment: whatever the caller passed, it carries an autograd graph."""
-        self.tensor_names()
+        """Parameters the function calls ``.backward()`` on (in a statement) and never
+        re-binds with a plain assignment: whatever the caller passed, it carries an
+        autograd graph. Read off the gathered facts; no walk."""
+        if self._graph_params is None:
+            differentiated: set[str] = set()
+            if self.params:
+                for call in self.backward_calls:
+                    func = call.func
+                    if type(func) is ast.Attribute and func.attr == "backward" and \
+                            type(func.value) is ast.Name:
+                        differentiated.add(func.value.id)
+            self._graph_params = (differentiated & self.params) - self.rebound
         return self._graph_params
 
     def tensor_names(self) -> set[str]:
         """Names a tensor-only method is called on (``loss.backward()``, ``loss.item()``,
         ``out.detach()``): evidence that the name holds a ``torch.Tensor``, not a tuple or
-        dict of them. Computed on first use (only rules that offer fixes ask)."""
+        dict of them. Computed on first use (only for names whose kind needs it)."""
         if self._tensor_names is None:
             names: set[str] = set()
-            differentiated: set[str] = set()
-            rebound: set[str] = set()
             stack: list[ast.AST] = list(self.body)
             while stack:
                 node = stack.pop()
-                t = type(node)
-                if isinstance(node, ast.Attribute) and node.attr in TENSOR_ONLY_METHODS and \
-                        isinstance(node.value, ast.Name):
+                if type(node) is ast.Attribute and node.attr in TENSOR_ONLY_METHODS and \
+                        type(node.value) is ast.Name:
                     names.add(node.value.id)
-                    if node.attr == "backward":
-                        differentiated.add(node.value.id)
-                elif t is ast.Assign or t is ast.AnnAssign or t is ast.For or t is ast.With:
-                    targets = node.targets if t is ast.Assign else [  # type: ignore[attr-defined]
-                        getattr(node, "target", None)] + [
-                        i.optional_vars for i in getattr(node, "items", ())]
-                    for target in targets:
-                        if target is not None:
-                            rebound.update(target_keys(target))
-                if isinstance(node, _FUNCS):
+                elif isinstance(node, _FUNCS):
                     continue
-                stack.extend(ast.iter_child_nodes(node))
+                stack.extend(child_nodes(node))
             self._tensor_names = names
-            self._graph_params = (differentiated & self.params) - rebound
         return self._tensor_names
 
     @property
@@ -224,7 +223,7 @@ class FunctionFacts:
                 continue
             if isinstance(node, _FUNCS):
                 continue
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(child_nodes(node))
         self._callees, self._names = callees, names
 
     def backward_callees(self) -> set[str]:

@@ -149,6 +149,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                         facts.grad_disabled_keys.add(k)
                 for key in target_keys(target):
                     bind(key, value, True, value)
+                    facts.rebound.add(key)
                 if type(value) is ast.Name and type(target) in (ast.Subscript, ast.Attribute):
                     facts.escapes.add(value.id)
             while type(value) is ast.Subscript:
@@ -166,6 +167,8 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                     loops[-1].own_step = True
             for key in target_keys(node.target):  # type: ignore[attr-defined]
                 bind(key, value, t is ast.AnnAssign and value is not None, value)
+                if t is ast.AnnAssign:
+                    facts.rebound.add(key)
         elif t is ast.For or t is ast.AsyncFor or t is ast.While:
             loop = LoopFacts(node, loops[-1] if loops else None)
             facts.loops[id(node)] = loop
@@ -173,6 +176,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
             if t is not ast.While:
                 for key in target_keys(node.target):  # type: ignore[attr-defined]
                     bind(key, node.iter)  # type: ignore[attr-defined]
+                    facts.rebound.add(key)
             stmts(node.body)  # type: ignore[attr-defined]
             loops.pop()
             stmts(node.orelse)  # type: ignore[attr-defined]
@@ -184,6 +188,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 if item.optional_vars is not None:
                     for key in target_keys(item.optional_vars):
                         bind(key, item.context_expr)
+                        facts.rebound.add(key)
             stmts(node.body)  # type: ignore[attr-defined]
         elif t is ast.Try or t.__name__ == "TryStar":
             stmts(node.body)  # type: ignore[attr-defined]

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import ast
 
+from torchmem.lint.children import child_nodes
+
 __all__ = ["forward_hooks"]
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -42,7 +44,7 @@ def forward_hooks(tree: ast.AST) -> dict[int, str]:
     calls: list[tuple[ast.Call, int, int | None]] = []  # call, scope id, class id
 
     def visit(node: ast.AST, scope: int, cls: int | None) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, _FUNCS):
                 if cls is not None and scope == cls:
                     methods[(cls, child.name)] = child

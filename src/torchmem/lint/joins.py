@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import child_nodes
 from torchmem.lint.kinds import TYPE, VALUE, meet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +55,7 @@ def _index(ctx: Context) -> dict[str, list[tuple[int, bool]]]:
             found.setdefault(sub.id, []).append((sub.lineno, id(sub) in nones))  # type: ignore[attr-defined]
         if t in _SCOPES:
             continue
-        todo.extend(ast.iter_child_nodes(sub))
+        todo.extend(child_nodes(sub))
     memo[id(node)] = found
     return found
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
-from torchmem.lint.callbacks import GIVEN_GRAPHS, callback_summary, tensor_callables
+from torchmem.lint.callbacks import GIVEN_GRAPHS, callback_summary, class_tensor_callables
 from torchmem.lint.facts import key_of
 from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
 from torchmem.lint.stored import keeps_graph
@@ -323,7 +323,7 @@ class Summaries:
                 kinds[a.arg] = GRAPH | CONTAINER
             elif not whole or "Optional" in whole:
                 kinds[a.arg] = GRAPH | TYPED
-        if not kinds and not tensor_callables(cls) or id(node) in self._active:
+        if not kinds and not class_tensor_callables(cls, ctx) or id(node) in self._active:
             return None
         self._active.append(id(node))
         ctx.scratch[GIVEN_GRAPHS] = True

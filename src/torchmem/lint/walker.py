@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 
 from torchmem.lint import facts as _facts
 from torchmem.lint.calls import transform_kind
+from torchmem.lint.children import FIELDS, fields
 from torchmem.lint.classes import class_attrs, is_module_class
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.dataflow import ACT, GRAPH, LOADER, TYPE, VALUE, Flow, meet
@@ -31,19 +32,6 @@ __all__ = ["Walker"]
 
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
-#: fields that never hold a node worth visiting (operators, contexts, plain values)
-_SKIP_FIELDS = frozenset({"ctx", "type_comment", "op", "ops", "attr", "id", "arg", "kind",
-                          "conversion", "level", "is_async", "simple", "name", "names",
-                          "module", "asname"})
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _fields(cls: type) -> tuple[str, ...]:
-    out = _FIELDS.get(cls)
-    if out is None:
-        out = tuple(f for f in cls._fields if f not in _SKIP_FIELDS)  # type: ignore[attr-defined]
-        _FIELDS[cls] = out
-    return out
 
 
 class Walker:
@@ -58,7 +46,7 @@ class Walker:
         """Build the expression visitor as a closure (locals are faster than attributes)."""
         get_handlers = self.nodes.get
         ctx = self.ctx
-        fields_of = _FIELDS.get
+        fields_of = FIELDS.get
         AST, Name, Constant = ast.AST, ast.Name, ast.Constant
         Lambda, NamedExpr = ast.Lambda, ast.NamedExpr
 
@@ -78,7 +66,7 @@ class Walker:
             if cls is Lambda:
                 expr(node.body)  # type: ignore[attr-defined]
                 return
-            for name in fields_of(cls) or _fields(cls):
+            for name in fields_of(cls) or fields(cls):
                 value = getattr(node, name)
                 if value.__class__ is list:
                     for item in value:
@@ -187,7 +175,7 @@ class Walker:
                 bodies.append(case.body)
             self._branches(bodies + [[]])
         else:
-            for name in _fields(cls):
+            for name in fields(cls):
                 value = getattr(node, name)
                 if type(value) is list:
                     for item in value:
