@@ -106,6 +106,10 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
             key = _callee_key(node, cls)  # type: ignore[arg-type]
             if key is not None and key in defs:
                 escaped.add(key)  # used as a value: called from places we cannot see
+            if t is ast.Name:
+                return
+        elif t is ast.Constant:
+            return
         for child in child_nodes(node):
             visit(child, caller, cls, no_grad)
 

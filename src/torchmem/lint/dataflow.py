@@ -333,8 +333,11 @@ class Flow:
     def initial_kind(self, name: str, annotation: ast.expr | None) -> int:
         """Kind of a parameter from its annotation or, failing that, its name."""
         if annotation is not None:
-            text = ast.unparse(annotation) if not isinstance(annotation, (ast.Name, ast.Attribute)) \
-                else (key_of(annotation) or "")
+            t = type(annotation)
+            # a subscript (``Optional[nn.Module]``) or a string ends in "]" or a quote, which
+            # no tail below matches: only names, attributes and ``A | B`` can
+            text = (key_of(annotation) or "") if t is ast.Name or t is ast.Attribute else \
+                "" if t is ast.Subscript or t is ast.Constant else ast.unparse(annotation)
             tail = text.rpartition(".")[2]
             if tail in ("Module", "Sequential", "ModuleDict", "ModuleList") or tail.endswith("Model"):
                 return MODEL
