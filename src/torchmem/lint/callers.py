@@ -64,9 +64,18 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
     escaped: set[_Key] = set()
     decorated: set[_Key] = set()
 
-    def visit(node: ast.AST, caller: _Key | None, cls: str | None, no_grad: bool) -> None:
-        """Record the calls under ``node`` (one walk, each node once)."""
+    # one walk, each node once; a stack of (node, caller, class name, under no_grad)
+    todo: list[tuple[ast.AST, _Key | None, str | None, bool]] = [(tree, None, None, False)]
+    push = todo.append
+    while todo:
+        node, caller, cls, no_grad = todo.pop()
         t = type(node)
+        if t is ast.Name:
+            if (None, node.id) in defs:  # type: ignore[attr-defined]
+                escaped.add((None, node.id))  # type: ignore[attr-defined]  # used as a value
+            continue
+        if t is ast.Constant:
+            continue
         if t in _FUNC_TYPES:
             key = ("self" if cls else None, node.name)  # type: ignore[attr-defined]
             inner = key if any(d is node for d in defs.get(key, ())) else caller
@@ -75,45 +84,40 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
                     d.func if type(d) is ast.Call else d))
                     for d in node.decorator_list):  # type: ignore[attr-defined]
                 decorated.add(key)
-            no_grad = False if inner is key else no_grad
+            inner_no_grad = False if inner is key else no_grad
             for child in child_nodes(node):
-                visit(child, inner, cls, no_grad)
-            return
+                push((child, inner, cls, inner_no_grad))
+            continue
         if t is ast.ClassDef:
             for child in child_nodes(node):
-                visit(child, caller, node.name, no_grad)  # type: ignore[attr-defined]
-            return
+                push((child, caller, node.name, no_grad))  # type: ignore[attr-defined]
+            continue
         if t is ast.With or t is ast.AsyncWith:
             on = no_grad or any(is_no_grad(i.context_expr) for i in node.items)  # type: ignore[attr-defined]
             for item in node.items:  # type: ignore[attr-defined]
-                visit(item, caller, cls, no_grad)
+                push((item, caller, cls, no_grad))
             for stmt in node.body:  # type: ignore[attr-defined]
-                visit(stmt, caller, cls, on)
-            return
+                push((stmt, caller, cls, on))
+            continue
         if t is ast.Call:
             func = node.func  # type: ignore[attr-defined]
             key = _callee_key(func, cls)
             if key is not None and key in defs:
                 calls.setdefault(key, []).append((caller, no_grad))
                 for arg in node.args:  # type: ignore[attr-defined]
-                    visit(arg, caller, cls, no_grad)
+                    push((arg, caller, cls, no_grad))
                 for kw in node.keywords:  # type: ignore[attr-defined]
-                    visit(kw.value, caller, cls, no_grad)
+                    push((kw.value, caller, cls, no_grad))
                 if type(func) is ast.Attribute:
-                    visit(func.value, caller, cls, no_grad)
-                return
-        elif t is ast.Name or t is ast.Attribute:
+                    push((func.value, caller, cls, no_grad))
+                continue
+        elif t is ast.Attribute:
             key = _callee_key(node, cls)  # type: ignore[arg-type]
             if key is not None and key in defs:
                 escaped.add(key)  # used as a value: called from places we cannot see
-            if t is ast.Name:
-                return
-        elif t is ast.Constant:
-            return
         for child in child_nodes(node):
-            visit(child, caller, cls, no_grad)
+            push((child, caller, cls, no_grad))
 
-    visit(tree, None, None, False)
     quiet: set[_Key] = set(decorated)
     changed = True
     while changed:

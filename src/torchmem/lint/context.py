@@ -67,7 +67,8 @@ class FunctionState:
         class_name: the enclosing class, if the function is a method.
     """
 
-    __slots__ = ("node", "name", "facts", "flow", "no_grad", "class_name", "_eval")
+    __slots__ = ("node", "name", "facts", "flow", "no_grad", "class_name", "_eval",
+                 "_eval_named")
 
     def __init__(self, node: ast.AST, name: str, facts: FunctionFacts, flow: Flow,
                  no_grad: bool, class_name: str | None) -> None:
@@ -78,14 +79,20 @@ class FunctionState:
         self.no_grad = no_grad
         self.class_name = class_name
         self._eval: bool | None = None
+        self._eval_named: bool | None = None
+
+    def eval_named(self) -> bool:
+        """Named like evaluation code (``evaluate``, ``validate``, ``predict``...)."""
+        if self._eval_named is None:
+            self._eval_named = bool(EVAL_FUNCTION.match(self.name))
+        return self._eval_named
 
     def is_eval(self) -> bool:
         """Evaluation code: named like ``evaluate``/``predict``, or calls ``model.eval()``
         and never ``backward()``/``step()``."""
         if self._eval is None:
             f = self.facts
-            named = bool(EVAL_FUNCTION.match(self.name))
-            self._eval = (named or bool(f.eval_receivers)) and not f.has_backward \
+            self._eval = (self.eval_named() or bool(f.eval_receivers)) and not f.has_backward \
                 and not f.has_step
         return self._eval
 

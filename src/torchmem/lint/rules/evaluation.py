@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import GRAPH, VALUE
 from torchmem.lint.facts import key_of
-from torchmem.lint.knowledge import EVAL_FUNCTION, is_model_name, last_name
+from torchmem.lint.knowledge import is_model_name, last_name
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._common import fresh as _fresh
@@ -301,7 +301,7 @@ class EvalWithoutNoGrad(Rule):
     def _eval_named(self, ctx: Context) -> bool:
         fn = ctx.fn
         return not (ctx.no_grad or fn.facts.has_backward or fn.facts.has_step) and (
-            bool(EVAL_FUNCTION.match(fn.name)) or any(lp.eval_loader for lp in ctx.loops))
+            fn.eval_named() or any(lp.eval_loader for lp in ctx.loops))
 
     def accumulate(self, node: ast.AST, ctx: Context) -> None:
         if not self._eval_context(ctx):
