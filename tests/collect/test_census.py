@@ -318,7 +318,8 @@ def test_same_census_without_accelerator_or_storage_objects(
     trained: tuple[Net, torch.optim.Adam], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pure-Python class pass and the by-address storage keys give the same census."""
-    from torchmem.collect import live
+    from torchmem.collect import gc_classify, live, storages
+    from torchmem.collect.gc_classify import classify_py
 
     model, _ = trained
     x = torch.randn(4, 16)
@@ -335,8 +336,9 @@ def test_same_census_without_accelerator_or_storage_objects(
     gc.collect()
     expected = plain(torchmem.census(max_other=None))
     assert expected["pinning_views"] and expected["n_storages"]
-    monkeypatch.setattr(live, "classify", live._classify_py)
+    monkeypatch.setattr(live, "classify", classify_py)
+    monkeypatch.setattr(gc_classify, "classify", classify_py)
     assert plain(torchmem.census(max_other=None)) == expected
-    monkeypatch.setitem(live._TRAITS, "storage_identity", False)
+    monkeypatch.setitem(storages._TRAITS, "storage_identity", False)
     assert plain(torchmem.census(max_other=None)) == expected
     del pending, pin

@@ -202,14 +202,15 @@ def test_referrer_scan_finds_what_the_object_scan_finds() -> None:
 
 def test_c_and_python_classify_agree() -> None:
     from torchmem.collect import live
+    from torchmem.collect.gc_classify import classify_py
 
-    if live.classify is live._classify_py:
+    if live.classify is classify_py:
         pytest.skip("torchmem was built without its C accelerator")
     zoo = _zoo()
     codes = {torch.Tensor: 0, torch.nn.Parameter: 1, torch.nn.Linear: 2}
     objs = gc.get_objects()
     fast = live.classify(objs, codes, 3)
-    slow = live._classify_py(objs, codes, 3)
+    slow = classify_py(objs, codes, 3)
     del objs
     assert [[id(o) for o in b] for b in fast] == [[id(o) for o in b] for b in slow]
     assert any(o is zoo["lin"] for o in fast[2])
@@ -219,14 +220,17 @@ def test_c_and_python_classify_agree() -> None:
 
 
 def test_live_bytes_are_the_same_on_every_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchmem.collect import live
+    from torchmem.collect import gc_classify, live, storages
+    from torchmem.collect.gc_classify import classify_py
 
     zoo = _zoo()
     gc.collect()
     expected = live_tensor_bytes()
-    monkeypatch.setattr(live, "classify", live._classify_py)  # as built without a compiler
+    # as built without a compiler
+    monkeypatch.setattr(live, "classify", classify_py)
+    monkeypatch.setattr(gc_classify, "classify", classify_py)
     assert live_tensor_bytes() == expected
-    monkeypatch.setitem(live._TRAITS, "storage_identity", False)  # torch < 2.1: by address
+    monkeypatch.setitem(storages._TRAITS, "storage_identity", False)  # torch < 2.1: by address
     assert live_tensor_bytes() == expected
     del zoo
 

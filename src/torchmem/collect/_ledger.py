@@ -119,7 +119,8 @@ def ended(engine: Engine, dev: str) -> None:
 
 
 def _tensors_among(objects: list[Any]) -> list[torch.Tensor]:
-    from torchmem.collect.live import classify, tensor_types
+    from torchmem.collect.gc_classify import classify
+    from torchmem.collect.tensor_classes import tensor_types
 
     plain, special = tensor_types()
     codes = {c: 0 for c in plain}
@@ -161,13 +162,13 @@ def _add(engine: Engine, dev: str, t: torch.Tensor) -> bool:
 def _register(
     engine: Engine, dev: str, tensors: list[torch.Tensor], leaves: list[weakref.ref[torch.Tensor]]
 ) -> None:
-    from torchmem.collect.live import _sparse_parts
+    from torchmem.collect.tensor_classes import sparse_parts
 
     roots: dict[int, Any] = {}
     for t in tensors:
         try:
             if t.layout != torch.strided:  # sparse: its component tensors hold storages
-                for part in _sparse_parts(t):
+                for part in sparse_parts(t):
                     _add(engine, dev, part)
             else:
                 _add(engine, dev, t)

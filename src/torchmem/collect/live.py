@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_, methodcaller, not_
@@ -46,7 +45,10 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import Tensor
 
+from torchmem.collect.gc_classify import classify, classify_py
 from torchmem.collect.graph import iter_nodes, saved_tensors
+from torchmem.collect.storages import Storages, storages_are_unique_objects
+from torchmem.collect.tensor_classes import sparse_parts, tensor_types
 
 __all__ = [
     "iter_live_tensors",
@@ -59,7 +61,6 @@ __all__ = [
     "Storages",
     "classify",
 ]
-
 
 
 def _getter(name: str) -> Callable[[Any], Any]:
@@ -86,51 +87,6 @@ _is_cpu = _getter("is_cpu")
 _storage_nbytes = _method(_StorageBase, "nbytes")
 _storage_device = _getter("device")
 _storage_cdata = _getter("_cdata")
-
-#: classes whose instances own no memory of their own (tracing/compile-time tensors)
-_NO_MEMORY_NAMES = frozenset({"FakeTensor", "FunctionalTensor", "FakeTensorWithNoData"})
-
-
-def tensor_types() -> tuple[frozenset[type], frozenset[type]]:
-    """All classes of live tensors, split into (plain, special).
-
-    ``plain`` holds ``torch.Tensor``, ``nn.Parameter`` and ``nn.Buffer``: their storage
-    can be read with batched C-level calls. ``special`` holds every other subclass
-    (found through ``__subclasses__`` each call, so classes defined later are seen),
-    except tensors that own no memory (fake/functional tensors).
-    """
-    plain: set[type] = {Tensor, torch.nn.Parameter}
-    buffer_cls = getattr(torch.nn, "Buffer", None)
-    if isinstance(buffer_cls, type):
-        plain.add(buffer_cls)
-    special: set[type] = set()
-    stack: list[type] = [Tensor]
-    sub: type
-    while stack:
-        cls = stack.pop()
-        for sub in cls.__subclasses__():
-            if sub in plain or sub in special:
-                continue
-            stack.append(sub)
-            if not any(c.__name__ in _NO_MEMORY_NAMES for c in sub.__mro__):
-                special.add(sub)
-    return frozenset(plain), frozenset(special)
-
-
-def _sparse_parts(t: Tensor) -> list[Tensor]:
-    """Component tensors (which do have storages) of a sparse tensor."""
-    layout = t.layout
-    try:
-        if layout == torch.sparse_coo:
-            return [t._indices(), t._values()]
-        if layout in (torch.sparse_csr, torch.sparse_bsr):
-            return [t.crow_indices(), t.col_indices(), t.values()]
-        if layout in (torch.sparse_csc, torch.sparse_bsc):
-            return [t.ccol_indices(), t.row_indices(), t.values()]
-    except (RuntimeError, NotImplementedError):
-        pass
-    return []
-
 
 def _storages(tensors: list[Tensor]) -> tuple[list[Tensor], list[Any], list[Tensor]]:
     """(tensors with a storage, their untyped storages, tensors without one).
@@ -183,18 +139,6 @@ def referrers_list_tensors() -> bool:
     return ok
 
 
-def storages_are_unique_objects() -> bool:
-    """Whether torch returns one Python object per live storage (storage PyObject
-    preservation), so storages can be deduplicated by identity. Checked once."""
-    ok = _TRAITS.get("storage_identity")
-    if ok is None:
-        base = torch.zeros(2)
-        first = base.untyped_storage()
-        ok = _TRAITS["storage_identity"] = first is base[1:].untyped_storage()
-        del first, base
-    return ok
-
-
 @dataclass
 class LiveScan:
     """Everything one scan found. Short-lived: it holds tensors, so drop it quickly.
@@ -238,106 +182,6 @@ class LiveScan:
             column.clear()
 
 
-class Storages:
-    """The distinct storages of one scan, in first-seen order, keyed by identity.
-
-    Where torch keeps one Python object per live storage (torch >= 2.1; checked by
-    :func:`storages_are_unique_objects`) the key is the storage object itself and
-    deduplication is one C-level ``dict.fromkeys``; otherwise the key is the address
-    of the C++ storage (``_cdata``). Holds storages, never tensors.
-
-    Attributes:
-        keys: the key of each storage passed to the constructor (same order).
-    """
-
-    __slots__ = ("keys", "_index", "_by_object")
-
-    def __init__(self, storages: list[Any]) -> None:
-        self._by_object = storages_are_unique_objects()
-        if self._by_object:
-            self.keys: list[Any] = storages
-            self._index: dict[Any, Any] = dict.fromkeys(storages)
-        else:
-            self.keys = list(map(_storage_cdata, storages))
-            self._index = dict(zip(self.keys, storages))
-
-    def key(self, storage: Any) -> Any:
-        """The key of ``storage``."""
-        return storage if self._by_object else _storage_cdata(storage)
-
-    def add(self, storage: Any) -> Any:
-        """Add ``storage`` if it is new; return its key."""
-        key = self.key(storage)
-        if key not in self._index:
-            self._index[key] = None if self._by_object else storage
-        return key
-
-    def storage(self, key: Any) -> Any:
-        """The storage of ``key``."""
-        return key if self._by_object else self._index[key]
-
-    def all_keys(self) -> list[Any]:
-        """The key of every distinct storage, in first-seen order."""
-        return list(self._index)
-
-    def storages(self) -> list[Any]:
-        """Every distinct storage."""
-        return list(self._index) if self._by_object else list(self._index.values())
-
-    def keep(self, keys: list[Any]) -> None:
-        """Forget every storage but those of ``keys``."""
-        self._index = {k: self._index[k] for k in keys}
-
-    def clear(self) -> None:
-        self._index.clear()
-
-    def __contains__(self, key: Any) -> bool:
-        return key in self._index
-
-
-def _classify_py(objects: list[Any], codes: dict[type, int], n: int) -> list[list[Any]]:
-    """Pure-Python twin of ``torchmem._gcscan.classify``: ``objects`` bucketed by the
-    bucket index ``codes`` gives their exact class (objects of other classes dropped).
-
-    Three C-level passes over ``objects``; then the candidates of the most common class
-    (plain tensors, in a census) go to their bucket in one pass, and the others (few:
-    parameters, modules, optimizers) one by one.
-    """
-    out: list[list[Any]] = [[] for _ in range(n)]
-    kinds = list(map(type, objects))
-    keep = list(map(codes.__contains__, kinds))
-    cand = list(compress(objects, keep))
-    ckinds = list(compress(kinds, keep))
-    del kinds, keep
-    if not cand:
-        return out
-
-    def bucket(cls: type) -> list[Any]:
-        k = codes[cls]
-        if not 0 <= k < n:
-            raise ValueError(f"classify: bucket {k} is not in range({n})")
-        return out[k]
-
-    top = Counter(ckinds[:: max(len(ckinds) // 512, 1)]).most_common(1)[0][0]  # a sample
-    is_top = list(map(is_, ckinds, repeat(top)))
-    bucket(top).extend(compress(cand, is_top))
-    other = list(map(not_, is_top))
-    for obj, cls in zip(compress(cand, other), compress(ckinds, other)):
-        bucket(cls).append(obj)
-    return out
-
-
-def _load_classify() -> Callable[[list[Any], dict[type, int], int], list[list[Any]]]:
-    try:
-        from torchmem._gcscan import classify
-    except ImportError:  # built without a C compiler: the same pass in Python
-        return _classify_py
-    return classify  # type: ignore[no-any-return]
-
-
-#: the class-bucketing pass over gc objects (C where torchmem was built with it)
-classify = _load_classify()
-
 # buckets of :func:`_gc_tensors`
 _PLAIN, _PARAM, _SPECIAL, _SPECIAL_PARAM, _OWNER = range(5)
 
@@ -368,7 +212,7 @@ def _gc_tensors(
     for c in plain:
         codes[c] = _PARAM if c in param_kinds else _PLAIN
     if via is None:
-        cheaper = not owners and classify is _classify_py and referrers_list_tensors()
+        cheaper = not owners and classify is classify_py and referrers_list_tensors()
         via = "referrers" if cheaper else "objects"
     if via == "referrers":
         objs = gc.get_referrers(*plain, *special)
@@ -432,7 +276,7 @@ def scan(
     found, storages, no_storage = _storages(found)
     odd.extend(no_storage)
     for t in odd:
-        for part in (_sparse_parts(t) if t.layout != torch.strided else [t]):
+        for part in (sparse_parts(t) if t.layout != torch.strided else [t]):
             try:
                 storage = _untyped_storage(part)
             except Exception:  # noqa: BLE001 - wrapper subclasses without a storage

@@ -138,9 +138,9 @@ def tensor_bytes(t: torch.Tensor) -> int:
     """Bytes of the storages behind ``t`` (the index and value tensors of a sparse one)."""
     if t.layout == torch.strided:
         return storage_nbytes(t)
-    from torchmem.collect.live import _sparse_parts
+    from torchmem.collect.tensor_classes import sparse_parts
 
-    return sum(storage_nbytes(p) for p in _sparse_parts(t))
+    return sum(storage_nbytes(p) for p in sparse_parts(t))
 
 
 def named_modules(namespaces: Iterable[tuple[list[tuple[str, Any]], str, str, str]]
