@@ -1,6 +1,8 @@
 """Recall of ``torchmem lint`` on real fix commits: is the bug flagged before the fix, and gone after?
 
-The corpus is ``benchmarks/lint_recall/``: one directory per public commit that fixed a PyTorch
+The corpus is ``benchmarks/lint_recall/`` by default (the rules were improved against its
+commits), or ``benchmarks/lint_recall_holdout/`` with ``--corpus`` (commits from other
+repositories, scored once, never tuned on): one directory per public commit that fixed a PyTorch
 memory anti-pattern, holding ``before.py`` (the file at the parent commit) and ``after.py``
 (the file at the fix commit), both small adapted excerpts with their source link, and
 ``commits.json`` describing each commit:

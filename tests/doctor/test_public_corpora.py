@@ -27,8 +27,9 @@ TESTS = Path(__file__).resolve().parents[1]
 CORPORA = {"public": (TESTS / "doctor_corpus_public", 40),
            "holdout": (TESTS / "doctor_corpus_holdout", 27),
            "holdout2": (TESTS / "doctor_corpus_holdout2", 18)}
-#: the corpora whose sources come from public reports, and the linter's recall corpus
-OTHER_SOURCES = [TESTS / "doctor_corpus", TESTS.parent / "benchmarks" / "lint_recall"]
+#: the corpora whose sources come from public reports, and the linter's recall corpora
+OTHER_SOURCES = [TESTS / "doctor_corpus", TESTS.parent / "benchmarks" / "lint_recall",
+                 TESTS.parent / "benchmarks" / "lint_recall_holdout"]
 MANIFESTS = {name: json.loads((d / "manifest.json").read_text(encoding="utf-8"))
              for name, (d, _) in CORPORA.items()}
 ENTRIES = [(name, e) for name, m in MANIFESTS.items() for e in m["scripts"]]

@@ -1,6 +1,8 @@
-"""Integrity of the lint recall corpus (benchmarks/lint_recall): data only, not the linter's recall.
+"""Integrity of the lint recall corpora: data only, not the linter's recall.
 
-Each entry of ``commits.json`` names a real public fix commit, and its directory holds small
+Two corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
+its commits) and ``benchmarks/lint_recall_holdout`` (commits from other repositories, kept
+out of that work, scored once). Each entry of ``commits.json`` names a real public fix commit, and its directory holds small
 adapted excerpts of the file before and after the fix. These tests check that the corpus is
 well-formed so that ``benchmarks/lint_recall.py`` measures what it claims: valid JSON, files
 present and parseable, line numbers inside the files and on statements, links and full SHAs.
@@ -18,9 +20,18 @@ import pytest
 from torchmem.lint.registry import _load
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "benchmarks" / "lint_recall"
-ENTRIES = json.loads((CORPUS / "commits.json").read_text(encoding="utf-8"))
-IDS = [e.get("id", f"#{i}") for i, e in enumerate(ENTRIES)]
+#: corpus directory -> the fewest commits it must hold
+CORPORA = {ROOT / "benchmarks" / "lint_recall": 40,
+           ROOT / "benchmarks" / "lint_recall_holdout": 15}
+
+
+def _entries(corpus: Path) -> list:
+    return json.loads((corpus / "commits.json").read_text(encoding="utf-8"))
+
+
+#: (corpus, entry) for every commit of every corpus
+CASES = [(corpus, entry) for corpus in CORPORA for entry in _entries(corpus)]
+CASE_IDS = [f"{corpus.name}/{entry.get('id', f'#{i}')}" for i, (corpus, entry) in enumerate(CASES)]
 FIELDS = {"id": str, "repo": str, "commit": str, "parent": str, "url": str, "path": str,
           "fixed_lines": list, "also_lines": list, "after_lines": list, "pattern": str,
           "note": str}
@@ -37,16 +48,25 @@ def _statement_lines(source: str) -> set[int]:
     return lines
 
 
-def test_corpus_is_a_list_of_at_least_40_distinct_commits():
-    assert isinstance(ENTRIES, list)
-    assert len(ENTRIES) >= 40
-    assert len(set(IDS)) == len(IDS)
-    assert len({e["commit"] for e in ENTRIES}) >= 40
-    assert {p.name for p in CORPUS.iterdir() if p.is_dir()} == set(IDS)
+@pytest.mark.parametrize("corpus", list(CORPORA), ids=[c.name for c in CORPORA])
+def test_corpus_is_a_list_of_enough_distinct_commits(corpus):
+    entries, least = _entries(corpus), CORPORA[corpus]
+    ids = [e.get("id") for e in entries]
+    assert isinstance(entries, list)
+    assert len(entries) >= least
+    assert len(set(ids)) == len(ids)
+    assert len({e["commit"] for e in entries}) >= least
+    assert {p.name for p in corpus.iterdir() if p.is_dir()} == set(ids)
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
-def test_entry_fields_links_and_shas(entry):
+def test_holdout_shares_no_repository_or_commit_with_the_main_corpus():
+    main, holdout = (_entries(c) for c in CORPORA)
+    assert not {e["repo"].lower() for e in main} & {e["repo"].lower() for e in holdout}
+    assert not {e["commit"] for e in main} & {e["commit"] for e in holdout}
+
+
+@pytest.mark.parametrize(("corpus", "entry"), CASES, ids=CASE_IDS)
+def test_entry_fields_links_and_shas(corpus, entry):
     for name, kind in FIELDS.items():
         assert isinstance(entry.get(name), kind), f"{name} missing or not a {kind.__name__}"
     assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*", entry["id"])
@@ -61,11 +81,11 @@ def test_entry_fields_links_and_shas(entry):
     assert entry["note"].strip() and entry["pattern"].strip()
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
-def test_excerpts_compile_and_lines_point_at_statements(entry):
+@pytest.mark.parametrize(("corpus", "entry"), CASES, ids=CASE_IDS)
+def test_excerpts_compile_and_lines_point_at_statements(corpus, entry):
     for name, lines in (("before.py", entry["fixed_lines"] + entry["also_lines"]),
                         ("after.py", entry["after_lines"])):
-        path = CORPUS / entry["id"] / name
+        path = corpus / entry["id"] / name
         source = path.read_text(encoding="utf-8")
         compile(source, str(path), "exec")
         n_lines = len(source.splitlines())
@@ -78,17 +98,17 @@ def test_excerpts_compile_and_lines_point_at_statements(entry):
                 f"{name}:{line} is a comment line")
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
-def test_excerpts_carry_their_source_link(entry):
+@pytest.mark.parametrize(("corpus", "entry"), CASES, ids=CASE_IDS)
+def test_excerpts_carry_their_source_link(corpus, entry):
     for name, rev in (("before.py", entry["parent"]), ("after.py", entry["commit"])):
-        head = (CORPUS / entry["id"] / name).read_text(encoding="utf-8").splitlines()[:3]
+        head = (corpus / entry["id"] / name).read_text(encoding="utf-8").splitlines()[:3]
         assert head[0] == (f"# Source: https://github.com/{entry['repo']}/blob/{rev}/"
                            f"{entry['path']}"), f"{name}: first line must link the source file"
         assert "Adapted excerpt" in head[1] and entry["url"] in head[1]
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
-def test_before_and_after_differ(entry):
-    before = (CORPUS / entry["id"] / "before.py").read_text(encoding="utf-8").splitlines()[3:]
-    after = (CORPUS / entry["id"] / "after.py").read_text(encoding="utf-8").splitlines()[3:]
+@pytest.mark.parametrize(("corpus", "entry"), CASES, ids=CASE_IDS)
+def test_before_and_after_differ(corpus, entry):
+    before = (corpus / entry["id"] / "before.py").read_text(encoding="utf-8").splitlines()[3:]
+    after = (corpus / entry["id"] / "after.py").read_text(encoding="utf-8").splitlines()[3:]
     assert before != after
