@@ -26,11 +26,11 @@ Known limitations:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from torchmem.analyze.line_windows import Site, WindowTally
 
-__all__ = ["frame_site", "window_from_trace", "TraceWindow", "USED_ACTIONS"]
+__all__ = ["frame_site", "stacks_by_address", "window_from_trace", "TraceWindow", "USED_ACTIONS"]
 
 #: actions that change the bytes in use (``memory_allocated``)
 USED_ACTIONS = ("alloc", "free_completed")
@@ -157,3 +157,37 @@ def window_from_trace(trace: Sequence[Mapping[str, Any]], *, step: int, device: 
                 tally.remove(None, size, (addr, size, None, ()), own=False)
     wrapped = measured_delta is not None and tally.attributed_delta != measured_delta
     return TraceWindow(tally, list(live.values()), wrapped)
+
+
+def stacks_by_address(segments: Iterable[Any], is_user: Callable[[str], bool],
+                      all_files: bool = False) -> dict[int, tuple[StackFrameTuple, ...]]:
+    """``block address -> allocating stack`` of the blocks in use in a snapshot's
+    ``segments`` that carry frames (allocated while the allocator's history recorded
+    them). A block's address is its ``address`` or, in older formats, its segment's
+    address plus the sizes of the blocks before it. Malformed entries are skipped."""
+    out: dict[int, tuple[StackFrameTuple, ...]] = {}
+    for seg in segments:
+        blocks = seg.get("blocks") if isinstance(seg, Mapping) else None
+        if not isinstance(blocks, list):
+            continue
+        base = seg.get("address")
+        offset = 0
+        for b in blocks:
+            if not isinstance(b, Mapping):
+                continue
+            size, addr = b.get("size"), b.get("address")
+            if type(addr) is not int:
+                addr = base + offset if type(base) is int else None
+            offset += size if type(size) is int else 0
+            frames = b.get("frames")
+            history = b.get("history")
+            if not frames and isinstance(history, list) and history and isinstance(
+                    history[0], Mapping):
+                frames = history[0].get("frames")
+            if addr is None or b.get("state") != "active_allocated" or not frames:
+                continue
+            _, stack = frame_site(frames, is_user, all_files)
+            if stack:
+                out[addr] = stack
+    return out
+

@@ -56,6 +56,14 @@ __all__ = ["census"]
 _DEVICE_NAMES: dict[torch.device, str] = {}
 
 
+def _device_address(storage: Any) -> int | None:
+    """The start of a CUDA storage's memory (the allocator block's address), else None."""
+    try:
+        return int(storage.data_ptr()) if storage.device.type == "cuda" else None
+    except (RuntimeError, AttributeError, TypeError):
+        return None
+
+
 def _device_name(dev: torch.device) -> str:
     name = _DEVICE_NAMES.get(dev)
     if name is None:
@@ -246,6 +254,7 @@ def _build(
                 role=ROLES[info[0]] if info else "other",
                 name=info[1] if info else None,
                 n_tensors=len(ts),
+                address=_device_address(unique.storage(key)),
             )
         )
     entries.sort(key=lambda e: (-e.nbytes, ROLES.index(e.role), e.name or "", e.key))

@@ -24,7 +24,12 @@ from typing import Any, Callable
 
 import torch
 
-from torchmem.analyze.cuda_history import TraceWindow, window_from_trace
+from torchmem.analyze.cuda_history import (
+    StackFrameTuple,
+    TraceWindow,
+    stacks_by_address,
+    window_from_trace,
+)
 
 __all__ = ["CudaLineRecorder", "cuda_recordable"]
 
@@ -132,3 +137,18 @@ class CudaLineRecorder:
                     "its per-line figures are incomplete")
             out.append(window)
         return out
+
+    def block_stacks(self) -> dict[int, tuple[StackFrameTuple, ...]]:
+        """``address -> allocating stack`` of the CUDA blocks in use now that were made
+        in a profiled step (the allocator keeps each block's stack after its history
+        is turned off); empty when CUDA is not in use or recording was refused (then
+        the stacks would be the program's own recording)."""
+        if self._refused or not cuda_recordable() or (
+                self._start is None and _history_enabled()):
+            return {}  # not ours to read: the program records its own history
+        try:
+            snapshot: dict[str, Any] = torch.cuda.memory._snapshot()
+        except Exception:  # noqa: BLE001 - no stacks rather than a broken run
+            return {}
+        return stacks_by_address(snapshot.get("segments") or (), self.is_user, self.all_files)
+

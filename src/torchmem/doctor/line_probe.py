@@ -259,8 +259,10 @@ class LinesProbe(Probe):
         self._census_serial = self.cpu.serial
         try:
             census_roles(census, self.cpu, self._census_serial)
+            stacks = self.cuda.block_stacks() if self.cuda is not None else None
             found = census_sites(census, when, getattr(self.doctor, "census_step", None) or step,
-                                 self.cpu, frame, run.main_globals, run.frames.is_user_file)
+                                 self.cpu, frame, run.main_globals, run.frames.is_user_file,
+                                 stacks)
         except Exception as err:  # noqa: BLE001 - never break the script
             self._error("allocation sites", err)
             return

@@ -5,7 +5,8 @@ Two moments are described:
 * **census** (or **oom**): the census the doctor takes at the step where memory reached
   its highest (or at an out-of-memory error) lists the largest live storages with their
   role and owner name. Each is joined with the stack the line recorder tagged it with
-  when it was created (if it was created in a profiled step) and, for storages no
+  when it was created (if it was created in a profiled step; on CUDA, the stack the
+  caching allocator kept on the storage's block, matched by address) and, for storages no
   module or optimizer owns, with the path from the script's variables that reaches it
   (:func:`torchmem.doctor.holders.holder_paths`).
 * **peak**: the largest storages alive at the highest peak of the profiled steps, from
@@ -18,7 +19,7 @@ Cost: one holder walk per census (the doctor's walk, bounded), nothing per step.
 from __future__ import annotations
 
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from torchmem.collect.lines import Birth, LineRecorder
 from torchmem.doctor.holders import holder_paths
@@ -58,11 +59,20 @@ def _shape_dtype(birth: Birth | None) -> tuple[tuple[int, ...] | None, str | Non
     return birth[2][1], birth[2][2]
 
 
+def _device_stack(frames: tuple[tuple[str, int, str, bool], ...]) -> tuple[StackFrame, ...]:
+    out = [StackFrame(file=f[0], line=max(f[1], 0), function=f[2], user=f[3]) for f in frames]
+    return tuple(f for f in out if f.user) + tuple(f for f in out if not f.user)
+
+
 def census_sites(census: Any, when: str, step: int, recorder: LineRecorder,
                  frame: FrameType | None, main_globals: dict[str, Any] | None,
-                 is_user: Callable[[str], bool]) -> list[AllocationSite]:
+                 is_user: Callable[[str], bool],
+                 device_stacks: Mapping[int, tuple[tuple[str, int, str, bool], ...]] | None
+                 = None) -> list[AllocationSite]:
     """Allocation sites of the census's largest storages, and of the largest that no
-    module or optimizer owns (``when``: census or oom)."""
+    module or optimizer owns (``when``: census or oom). ``device_stacks``: the
+    allocating stacks of CUDA blocks by address (made in profiled steps), joined with
+    the census's CUDA storages by their address."""
     births = {e.key: recorder.birth_of(e.key) if e.device == "cpu" else None
               for e in census.storages}
     never = float("inf")
@@ -85,10 +95,14 @@ def census_sites(census: Any, when: str, step: int, recorder: LineRecorder,
         holder = holders.get(e.key)
         if e.name:
             holder = f"{holder} ({e.name})" if holder else e.name
+        made_in, stack = recorder.made_in(birth), _stack(birth)
+        device_frames = (device_stacks or {}).get(e.address) if e.address is not None else None
+        if device_frames:
+            made_in, stack = "a profiled step", _device_stack(device_frames)
         out.append(AllocationSite(
             when=when, step=max(int(step), 0), nbytes=int(e.nbytes), device=e.device,
             dtype=e.dtype or dtype, shape=tuple(e.shapes[0]) if e.shapes else shape,
-            role=e.role, holder=holder, made_in=recorder.made_in(birth), stack=_stack(birth)))
+            role=e.role, holder=holder, made_in=made_in, stack=stack))
     return out
 
 

@@ -68,6 +68,9 @@ class StorageEntry(Record):
         name: who owns it, e.g. ``"encoder.fc1.weight"``, ``"grad of fc.bias"``,
             ``"exp_avg of fc.weight"``, ``"saved by AddmmBackward0"``; None if unknown.
         n_tensors: live tensors seen viewing this storage.
+        address: where the storage's memory starts on its device, for CUDA storages only
+            (``None`` on the CPU): joins the caching allocator's blocks
+            (``torch.cuda.memory._snapshot()``), whose allocation stacks it reads.
     """
 
     key: int
@@ -78,6 +81,7 @@ class StorageEntry(Record):
     role: str
     name: str | None = None
     n_tensors: int = 1
+    address: int | None = None
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def made_text(s: HeldStorage, moment: HoldersMoment) -> str | None:
         return None
     if not s.stack:
         return ("made in a step that was not profiled" if s.device == "cpu"
-                else f"made on {s.device}: no CPU allocation site")
+                else f"made on {s.device} outside the profiled steps (no allocator stack)")
     user = [f for f in s.stack if f.user] or list(s.stack[:1])
     frames = " <- ".join(f"{os.path.basename(f.file) or f.file}:{f.line} in {f.function}"
                          for f in user[:4])
