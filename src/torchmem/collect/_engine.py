@@ -40,15 +40,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torchmem.collect._op_kinds import OP_FRESH, OP_NEW, OP_SIZED, OP_SKIP, OpInfo, op_info
+
 __all__ = ["engine", "Engine", "EngineCounter"]
-
-_ALWAYS_NEW = {
-    # torch.tensor(data) builds the tensor outside the dispatcher, then passes it through
-    # lift_fresh: the output *is* the input, but its storage is newly allocated.
-    "aten::lift_fresh",
-    "aten::lift_fresh_copy",
-}
-
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
@@ -60,44 +54,6 @@ class _StorageRef(weakref.ref):  # type: ignore[type-arg]
     nbytes: int
     dev: str
     site: Any  # set by an observer (torchmem.collect.lines): where it was allocated
-
-
-# How the engine treats an op, decided once per OpOverload from its schema:
-_SKIP = 0  # views and in-place ops: the outputs are (aliases of) inputs, never new storage
-_NEW = 1  # functional ops: an output storage that is not an input's is new
-_SIZED = 2  # out= variants and resize ops: a written argument's storage may be reallocated
-_FRESH = 3  # lift_fresh: the output is the input, but a newly allocated one
-_RESIZING = {"aten::resize_", "aten::resize_as_", "aten::_resize_output_", "aten::set_"}
-_OpInfo = tuple  # (kind, written positions, written kwarg names)
-
-
-def _op_info(func: Any) -> _OpInfo:
-    """Classify ``func`` (see ``_SKIP``/``_NEW``/``_SIZED``/``_FRESH``) from its schema."""
-    try:
-        schema = func._schema
-        name = schema.name
-        arguments = schema.arguments
-        returns = schema.returns
-    except AttributeError:
-        return (_NEW, (), ())
-    if name in _ALWAYS_NEW:
-        return (_FRESH, (), ())
-    positions: list[int] = []
-    names: list[str] = []
-    for i, arg in enumerate(arguments):
-        info = arg.alias_info
-        if info is not None and info.is_write:
-            if arg.kwarg_only:
-                names.append(arg.name)
-            else:
-                positions.append(i)
-    if names or name in _RESIZING:
-        return (_SIZED, tuple(positions), tuple(names))
-    if positions:
-        return (_SKIP, (), ())  # in-place on its own inputs: storages unchanged
-    if returns and all(r.alias_info is not None for r in returns):
-        return (_SKIP, (), ())  # views
-    return (_NEW, (), ())
 
 
 def _tensors(value: Any, out: list[torch.Tensor]) -> None:
@@ -129,11 +85,11 @@ class _Mode(TorchDispatchMode):
         engine = self._engine
         info = engine._ops.get(func)
         if info is None:
-            info = engine._ops[func] = _op_info(func)
+            info = engine._ops[func] = op_info(func)
         kind = info[0]
-        if kind == _SKIP:
+        if kind == OP_SKIP:
             return func(*args, **kwargs)
-        if kind == _SIZED:
+        if kind == OP_SIZED:
             before = engine._sizes_before(args, kwargs, info)
             out = func(*args, **kwargs)
             engine._after(False, args, kwargs, out, before)
@@ -149,7 +105,7 @@ class _Mode(TorchDispatchMode):
             if key in engine._refs:
                 return out
             # a storage only this output (and our `st`) references cannot be an input's
-            if kind == _NEW and (_use_count is None or _use_count(key) > 2):
+            if kind == OP_NEW and (_use_count is None or _use_count(key) > 2):
                 for a in args:
                     if isinstance(a, torch.Tensor):
                         if _key(a) == key:
@@ -158,7 +114,7 @@ class _Mode(TorchDispatchMode):
                         return out
             engine._add(st, key, out)
         else:
-            engine._after(kind == _FRESH, args, kwargs, out, None)
+            engine._after(kind == OP_FRESH, args, kwargs, out, None)
         return out
 
 
@@ -193,7 +149,7 @@ class Engine:
         self._lock = threading.RLock()
         self._refs: dict[int, _StorageRef] = {}
         self._users: dict[str, int] = {}
-        self._ops: dict[Any, _OpInfo] = {}
+        self._ops: dict[Any, OpInfo] = {}
         self._tls = threading.local()
         self._warm = False
         self._callback = self._on_free
