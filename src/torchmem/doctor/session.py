@@ -235,7 +235,7 @@ class DoctorSession:
         from torchmem.doctor._ending import Outcome, innermost_user_frame
         from torchmem.doctor._summary import census_summary
         from torchmem.doctor.probe import ANALYSIS_FAILED
-        from torchmem.doctor.runner import build_result
+        from torchmem.doctor.run_result import build_result
         from torchmem.errors import is_oom
 
         run, probe = self._run, self._probe
