@@ -218,5 +218,10 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 for key in target_keys(target):
                     bind(key, None)
 
-    stmts(body)
+    try:
+        stmts(body)
+    finally:
+        # the nested functions call each other through cells: clear them, so the facts
+        # are freed by reference counting rather than by the cyclic collector
+        del stmts, stmt, call, bind, _grad
     return facts

@@ -59,7 +59,10 @@ def forward_hooks(tree: ast.AST) -> dict[int, str]:
                     calls.append((child, scope, cls))
                 visit(child, scope, cls)
 
-    visit(tree, id(tree), None)
+    try:
+        visit(tree, id(tree), None)
+    finally:
+        del visit  # it calls itself through a cell: no cycle left behind
     found: dict[int, str] = {}
     for call, scope, cls in calls:
         hook, index = _hook_arg(call)

@@ -298,6 +298,7 @@ class Summaries:
                             arg_kinds=kinds, force_no_grad=bool(no_grad))
         finally:
             ctx.class_attrs, ctx.in_module_class, ctx.cond_depth = saved
+            walker.close()
         elements = None
         if tuples and all(t is not None and len(t) == len(tuples[0]) for t in tuples):  # type: ignore[arg-type]
             elements = tuple(_merge([t[i] for t in tuples])  # type: ignore[index]

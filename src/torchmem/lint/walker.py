@@ -40,10 +40,16 @@ class Walker:
         self.ctx = ctx
         self.nodes = nodes
         self.hooks = hooks
-        self.expr = self._make_expr()
+        self.expr, self._release = self._make_expr()
 
-    def _make_expr(self) -> Callable[[ast.AST], None]:
-        """Build the expression visitor as a closure (locals are faster than attributes)."""
+    def close(self) -> None:
+        """Break the visitor's reference cycle (the closure calls itself), so that the file's
+        tree and context are freed when the lint ends, not at the next cyclic collection."""
+        self._release()
+
+    def _make_expr(self) -> tuple[Callable[[ast.AST], None], Callable[[], None]]:
+        """Build the expression visitor as a closure (locals are faster than attributes),
+        and the function that releases it."""
         get_handlers = self.nodes.get
         ctx = self.ctx
         fields_of = FIELDS.get
@@ -78,7 +84,11 @@ class Walker:
                 elif value.__class__ not in quiet_leaves and isinstance(value, AST):
                     expr(value)
 
-        return expr
+        def release() -> None:
+            nonlocal expr, ctx
+            expr = ctx = None  # type: ignore[assignment]
+
+        return expr, release
 
     def exprs(self, nodes: Iterable[ast.AST | None]) -> None:
         for node in nodes:

@@ -75,7 +75,10 @@ def _guards(call: ast.Call, fn: ast.AST) -> list[ast.expr] | None:
                 return found
         return None
 
-    return find(fn, [])
+    try:
+        return find(fn, [])
+    finally:
+        del find  # it calls itself through a cell: no cycle left behind
 
 
 def _device_check(test: ast.expr) -> bool:
