@@ -38,6 +38,7 @@ from torchmem.lint.knowledge import (
     FACTORIES,
     GRAPH_FREE_BUILTINS,
     LOSS_NAME,
+    MODEL_STEP_METHODS,
     MOVE_METHODS,
     NO_GRAPH_FUNCTIONS,
     NO_GRAPH_METHODS,
@@ -323,7 +324,7 @@ def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
     attr = func.attr  # type: ignore[attr-defined]
     recv = self.kind(func.value)  # type: ignore[attr-defined]
     if recv & MODEL:
-        return attr in _FORWARD_LIKE
+        return attr in _FORWARD_LIKE or attr in MODEL_STEP_METHODS
     if recv & VALUE:
         return False
     key = key_of(func)

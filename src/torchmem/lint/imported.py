@@ -13,9 +13,12 @@ What is resolved:
     file's directory and up to :data:`MAX_UP` directories above it), for a function
     defined at the top level of that file, called inside a per-step loop of the linted file
     (a loop over a data loader, or one that calls ``backward()``/``step()`` itself: where
-    a kept graph, a training step or an evaluation forward pass matters).
+    a kept graph, a training step or an evaluation forward pass matters), or anywhere in
+    evaluation code outside ``no_grad`` (a function that calls ``model.eval()``, is named
+    like evaluation, or is only called as evaluation code: ``model.eval();
+    evaluate(model, dev_data)`` with ``evaluate`` from another file).
 What is not:
-    Calls outside such loops (``for step in range(n): train_one_batch(...)`` with the
+    Calls elsewhere (``for step in range(n): train_one_batch(...)`` with the
     ``backward()`` only in the helper is not read); the imports of the imported file itself (a helper's own helpers
     from a third file are not followed, so reading one helper never cascades through the
     tree); the callers' ``no_grad`` of the imported file.

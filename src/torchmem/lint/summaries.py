@@ -142,7 +142,8 @@ class Summaries:
             if node is not None:
                 return _Callee(node, None, False)
             if not self.follow_imports or not _step_loop(flow):
-                return None  # other files are read only for calls in per-step loops
+                return None  # other files are read only for calls in per-step loops or
+                # evaluation code
             found = self.imported(flow.ctx.imports.get(func.id))  # type: ignore[attr-defined]
             return _Callee(found[0], None, False, found[1]) if found else None
         if t is not ast.Attribute or type(func.value) is not ast.Name:  # type: ignore[attr-defined]
@@ -336,8 +337,15 @@ class Summaries:
 
 def _step_loop(flow: Flow) -> bool:
     """Whether the current point is in a loop over a data loader or a loop that calls
-    ``backward()``/``step()`` itself: where an imported helper's summary matters."""
-    return any(lp.loader or lp.training for lp in flow.ctx.loops)
+    ``backward()``/``step()`` itself, or in evaluation code outside ``no_grad`` (a function
+    that calls ``model.eval()``, is named like evaluation or only called as evaluation code):
+    where an imported helper's summary matters."""
+    ctx = flow.ctx
+    if any(lp.loader or lp.training for lp in ctx.loops):
+        return True
+    fn = ctx.fn
+    return not ctx.no_grad and fn is not None and (
+        bool(fn.facts.eval_receivers) or fn.eval_named() or fn.eval_callers)
 
 
 def _merge(returns: list[int]) -> int:

@@ -51,11 +51,13 @@ def _returns_value(fn: ast.AST) -> bool:
 
 def _has_weights(call: ast.Call, fn: ast.AST) -> bool:
     """Whether the module ``call`` runs is known to have weights: it is named like a model
-    (``model``, ``net``, ``encoder``), or the function loads a state dict into it. A
+    (``model``, ``net``, ``encoder``; the receiver of a method such as ``model.decode``),
+    or the function loads a state dict into it. A
     parameter-free layer under test (``pool(x)``, ``DropPath``) records no graph."""
     func = call.func
-    if type(func) is ast.Attribute and func.attr in ("forward", "forward_features"):
-        func = func.value
+    if type(func) is ast.Attribute and (func.attr in ("forward", "forward_features") or
+                                        not is_model_name(func.attr)):
+        func = func.value  # model.decode(x), self.model.predict_step(batch)
     key = key_of(func)
     if key is None:
         return False
@@ -66,6 +68,17 @@ def _has_weights(call: ast.Call, fn: ast.AST) -> bool:
                 sub.func.attr == "load_state_dict" and key_of(sub.func.value) == key:
             return True
     return False
+
+
+def _by_callers_only(ctx: Context) -> bool:
+    """Whether the current function is evaluation code only because of its callers (not
+    named so, no ``model.eval()`` of its own, no loop over an eval loader): then a forward
+    pass counts only for a module known to have weights, and kept values only in a loop
+    that runs one, and the finding points at the forward pass (``similarity(a, b)`` of a
+    parameter-free module records no graph; a helper's output dict may hold plain numbers)."""
+    fn = ctx.fn
+    return fn.eval_callers and not (fn.eval_named() or fn.facts.eval_receivers or any(
+        lp.eval_loader for lp in ctx.loops))
 
 
 def _inference_method(call: ast.Call, ctx: Context) -> bool:
@@ -237,7 +250,8 @@ class EvalWithoutNoGrad(Rule):
                     f"torch.no_grad() or torch.inference_mode()"))
                 return
         how = None
-        if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) or \
+        if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) and (
+                not _by_callers_only(ctx) or _has_weights(node, ctx.fn.node)) or \
                 ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):
             how = f"forward pass {describe(node.func)}()"
         elif (self._eval_mode(ctx) or ctx.loops and self._eval_named(ctx)) and \
@@ -301,7 +315,7 @@ class EvalWithoutNoGrad(Rule):
     def _eval_named(self, ctx: Context) -> bool:
         fn = ctx.fn
         return not (ctx.no_grad or fn.facts.has_backward or fn.facts.has_step) and (
-            fn.eval_named() or any(lp.eval_loader for lp in ctx.loops))
+            fn.eval_named() or fn.eval_callers or any(lp.eval_loader for lp in ctx.loops))
 
     def accumulate(self, node: ast.AST, ctx: Context) -> None:
         if not self._eval_context(ctx):
@@ -342,6 +356,8 @@ class EvalWithoutNoGrad(Rule):
             outer[1] = outer[1] or False
         if forward is False or kept is False:
             return
+        if _by_callers_only(ctx):  # the forward pass is certain; what is kept, less so
+            kept = None
         if kept:
             acc, _ = kept
             v = describe(acc.value)
