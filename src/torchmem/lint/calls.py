@@ -314,6 +314,9 @@ def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
             return False
         if self.env.get(name, 0) & MODEL or (name == "self" and self.ctx.in_module_class):
             return True
+        summaries = self.ctx.summaries
+        if summaries is not None and name in summaries.functions and name not in self.env:
+            return False  # _maybe_quantize_model(model): a function of the file, not a module
         return name in slice_ or is_model_name(name)
     if tf is ast.Subscript:  # self.model["generator"](z): an entry of a ModuleDict
         key = key_of(func.value)  # type: ignore[attr-defined]

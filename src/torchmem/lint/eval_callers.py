@@ -27,7 +27,7 @@ method of that name in the classes of the file. Calls from other files are not s
 from __future__ import annotations
 
 import ast
-from typing import Callable
+from collections.abc import Callable
 
 from torchmem.lint.children import child_nodes
 from torchmem.lint.facts import key_of
@@ -70,7 +70,7 @@ def _mode(node: ast.AST) -> str | None:
 
 
 class _Site:
-    __slots__ = ("caller", "evaluated", "no_grad", "returned", "names")
+    __slots__ = ("caller", "evaluated", "names", "no_grad", "returned")
 
     def __init__(self, caller: _Key, evaluated: bool, no_grad: bool, returned: bool,
                  names: frozenset[str]) -> None:
@@ -137,9 +137,9 @@ class _Scan:
             if (t is ast.Expr or t is ast.Assign) and _mode(stmt.value) == "eval":  # type: ignore[attr-defined]
                 self.eval_on = True
                 continue
-            if t is ast.Expr and type(stmt.value) is ast.Call and \
-                    self.qualname(stmt.value.func) in _SET_GRAD:  # type: ignore[attr-defined]
-                arg = stmt.value.args[0] if stmt.value.args else None  # type: ignore[attr-defined]
+            value = stmt.value if t is ast.Expr else None  # type: ignore[attr-defined]
+            if type(value) is ast.Call and self.qualname(value.func) in _SET_GRAD:
+                arg = value.args[0] if value.args else None
                 self.no_grad = not (isinstance(arg, ast.Constant) and arg.value is True)
                 continue
             self.statement(stmt, t)

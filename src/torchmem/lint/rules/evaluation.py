@@ -49,14 +49,14 @@ def _returns_value(fn: ast.AST) -> bool:
     return False
 
 
-def _has_weights(call: ast.Call, fn: ast.AST) -> bool:
+def _has_weights(call: ast.Call, fn: ast.AST, methods: bool = False) -> bool:
     """Whether the module ``call`` runs is known to have weights: it is named like a model
-    (``model``, ``net``, ``encoder``; the receiver of a method such as ``model.decode``),
-    or the function loads a state dict into it. A
-    parameter-free layer under test (``pool(x)``, ``DropPath``) records no graph."""
+    (``model``, ``net``, ``encoder``), or the function loads a state dict into it. A
+    parameter-free layer under test (``pool(x)``, ``DropPath``) records no graph. With
+    ``methods``, the receiver of any forward method counts (``model.decode(x)``)."""
     func = call.func
     if type(func) is ast.Attribute and (func.attr in ("forward", "forward_features") or
-                                        not is_model_name(func.attr)):
+                                        methods and not is_model_name(func.attr)):
         func = func.value  # model.decode(x), self.model.predict_step(batch)
     key = key_of(func)
     if key is None:
@@ -124,9 +124,15 @@ class EvalWithoutNoGrad(Rule):
         train are evaluation code too. A call to a function of the same file that runs a
         forward pass and no ``backward()`` counts as a forward pass
         (``self._eval_step(batch)`` in the loop, ``run_epoch(valid_data, model)`` after
-        ``model.eval()``); after ``model.eval()``, so does ``self.infer(x)`` /
+        ``model.eval()``; a top-level function imported from another file of the tree is
+        read for such calls too); after ``model.eval()``, so does ``self.infer(x)`` /
         ``self.predict(x)`` when the method is defined out of sight (a base class of
-        another file). When the loop keeps the outputs (``preds.append(out)``), the
+        another file), and so does ``model.predict_step(batch)`` (the step methods of
+        Lightning's API run the model's forward pass). A function or method every call of
+        which in the same file is evaluation code (after ``model.eval()`` outside
+        ``no_grad`` in a caller that never trains, or from such a function) is evaluation
+        code too, whatever its name; there only forward passes of a module known to have
+        weights count. When the loop keeps the outputs (``preds.append(out)``), the
         finding points at that line.
 
         Outside loops it flags: the first forward pass after ``model.eval()`` of a module
@@ -222,12 +228,13 @@ class EvalWithoutNoGrad(Rule):
         summaries = ctx.summaries
         if summaries is None:
             return False
-        callee = summaries.resolve(node.func, ctx.flow)
+        # evaluation code: a helper imported from another file of the tree is read too
+        callee = summaries.resolve(node.func, ctx.flow, evaluation=True)
         if callee is None:
             return _inference_method(node, ctx)
         if summaries._runs_backward(callee.node):
             return False
-        summary = summaries.summarize(node, ctx.flow)
+        summary = summaries.summarize(node, ctx.flow, evaluation=True)
         return summary is not None and summary.forwards
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
@@ -251,7 +258,7 @@ class EvalWithoutNoGrad(Rule):
                 return
         how = None
         if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) and (
-                not _by_callers_only(ctx) or _has_weights(node, ctx.fn.node)) or \
+                not _by_callers_only(ctx) or _has_weights(node, ctx.fn.node, methods=True)) or \
                 ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):
             how = f"forward pass {describe(node.func)}()"
         elif (self._eval_mode(ctx) or ctx.loops and self._eval_named(ctx)) and \
