@@ -19,6 +19,7 @@ from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
 from torchmem.lint.rules._eval_attrs import eval_only_attr
+from torchmem.lint.rules._flag_switch import flag_eval
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, LoopState
@@ -141,7 +142,10 @@ class EvalWithoutNoGrad(Rule):
         script); a
         forward pass of ``self.X`` in a plain class (not an ``nn.Module``) whose
         ``__init__`` puts ``self.X`` in eval mode and that never calls ``self.X.train()``
-        (a scorer or a feature extractor); and, in evaluation code, a call given a nested
+        (a scorer or a feature extractor); in a loop of a function that trains or evaluates
+        by a flag parameter (``.eval()`` in the false branch of ``if is_train:``, every
+        ``backward()``/``step()`` under ``if is_train:``), the first forward pass of a model
+        outside ``if is_train:``; and, in evaluation code, a call given a nested
         function that runs forward passes (a decoding ``step()`` handed to a beam search).
 
     Why:
@@ -247,6 +251,18 @@ class EvalWithoutNoGrad(Rule):
             return
         if not ctx.loops and self._straight_forward(node, ctx) or self._eval_only(node, ctx):
             return
+        if ctx.loops and ctx.flow.is_forward(node, strict=True):
+            flag = flag_eval(node, ctx)
+            seen = ctx.scratch.setdefault(_STRAIGHT, set())
+            if flag is not None and _has_weights(node, ctx.fn.node, methods=True):
+                if id(ctx.fn.node) not in seen:  # reported once per function
+                    seen.add(id(ctx.fn.node))
+                    ctx.report(self, node, (
+                        f"forward pass {describe(node.func)}() runs outside torch.no_grad() "
+                        f"when {flag} is false, after .eval() and with backward() only under "
+                        f"'if {flag}:': autograd records a graph and saves activations that no "
+                        f"backward() will use; run it under torch.no_grad() when not {flag}"))
+                return
         if not ctx.loops and self._eval_named(ctx):
             closure = _forwarding_closure(node, ctx)
             if closure is not None:
