@@ -135,6 +135,7 @@ class _Scan:
                 self.caller, self.cls = saved
                 continue
             if (t is ast.Expr or t is ast.Assign) and _mode(stmt.value) == "eval":  # type: ignore[attr-defined]
+                self.exprs(child_nodes(stmt), False, frozenset())  # model = build().eval()
                 self.eval_on = True
                 continue
             value = stmt.value if t is ast.Expr else None  # type: ignore[attr-defined]
