@@ -70,15 +70,15 @@ def _mode(node: ast.AST) -> str | None:
 
 
 class _Site:
-    __slots__ = ("caller", "evaluated", "names", "no_grad", "returned")
+    __slots__ = ("caller", "evaluated", "no_grad", "returned", "targets")
 
     def __init__(self, caller: _Key, evaluated: bool, no_grad: bool, returned: bool,
-                 names: frozenset[str]) -> None:
+                 targets: list[ast.expr]) -> None:
         self.caller = caller
         self.evaluated = evaluated  # after .eval() in the caller, outside no_grad
         self.no_grad = no_grad
         self.returned = returned  # the call is part of a returned or yielded value
-        self.names = names  # the names its statement assigns
+        self.targets = targets  # what its statement assigns (read only when needed)
 
 
 class _Scan:
@@ -92,7 +92,7 @@ class _Scan:
         self.callees: dict[_Key, set[_Key]] = {}
         self.trains: set[_Key] = set()
         self.escaped: set[_Key] = set()
-        self.returned_names: dict[_Key, set[str]] = {}
+        self.returns: dict[_Key, list[ast.expr]] = {}  # returned values, by caller
         # the state of the function being walked
         self.caller: _Key = _MODULE
         self.owner: _Key = _MODULE  # the function of the file a nested function is part of
@@ -109,7 +109,7 @@ class _Scan:
                         for d in node.decorator_list)  # type: ignore[attr-defined]
         self.caller, self.cls, self.eval_on, self.no_grad = key, cls, False, decorated
         for d in node.decorator_list:  # type: ignore[attr-defined]
-            self.exprs([d], False, frozenset())
+            self.exprs([d], False, [])
         self.block(node.body)  # type: ignore[attr-defined]
         self.caller, self.owner, self.cls, self.eval_on, self.no_grad = saved
 
@@ -130,12 +130,12 @@ class _Scan:
                 # class-level code runs once, at import: its calls count as unknown
                 self.caller = _CLASS if saved == (_MODULE, None) else _UNKNOWN
                 self.cls = stmt.name  # type: ignore[attr-defined]
-                self.exprs(stmt.bases + stmt.decorator_list, False, frozenset())  # type: ignore[attr-defined]
+                self.exprs(stmt.bases + stmt.decorator_list, False, [])  # type: ignore[attr-defined]
                 self.block(stmt.body)  # type: ignore[attr-defined]
                 self.caller, self.cls = saved
                 continue
             if (t is ast.Expr or t is ast.Assign) and _mode(stmt.value) == "eval":  # type: ignore[attr-defined]
-                self.exprs(child_nodes(stmt), False, frozenset())  # model = build().eval()
+                self.exprs(child_nodes(stmt), False, [])  # model = build().eval()
                 self.eval_on = True
                 continue
             value = stmt.value if t is ast.Expr else None  # type: ignore[attr-defined]
@@ -148,13 +148,11 @@ class _Scan:
     def statement(self, stmt: ast.stmt, t: type) -> None:
         returned = t is ast.Return or t is ast.Expr and type(stmt.value) in (  # type: ignore[attr-defined]
             ast.Yield, ast.YieldFrom)
-        names: frozenset[str] = frozenset()
+        targets: list[ast.expr] = []
         if t is ast.Assign or t is ast.AnnAssign or t is ast.AugAssign:
             targets = stmt.targets if t is ast.Assign else [stmt.target]  # type: ignore[attr-defined]
-            names = frozenset(n.id for tg in targets for n in ast.walk(tg) if type(n) is ast.Name)
         if returned and stmt.value is not None:  # type: ignore[attr-defined]
-            self.returned_names.setdefault(self.caller, set()).update(
-                n.id for n in ast.walk(stmt.value) if type(n) is ast.Name)  # type: ignore[attr-defined]
+            self.returns.setdefault(self.caller, []).append(stmt.value)  # type: ignore[attr-defined]
         exprs: list[ast.AST] = []
         blocks: list[list[ast.stmt]] = []
         no_grad = self.no_grad
@@ -176,7 +174,7 @@ class _Scan:
                 blocks.append(value)
         for holder in getattr(stmt, "handlers", None) or getattr(stmt, "cases", None) or ():
             blocks.append(holder.body)
-        self.exprs(exprs, returned, names)
+        self.exprs(exprs, returned, targets)
         if not blocks:
             return
         before = self.eval_on
@@ -192,7 +190,7 @@ class _Scan:
             after = after and self.eval_on
         self.eval_on, self.no_grad = after, saved_no_grad
 
-    def exprs(self, nodes: list[ast.AST], returned: bool, names: frozenset[str]) -> None:
+    def exprs(self, nodes: list[ast.AST], returned: bool, targets: list[ast.expr]) -> None:
         todo = [(n, False) for n in nodes]
         train = False
         while todo:
@@ -219,7 +217,7 @@ class _Scan:
                     self.callees.setdefault(caller, set()).add(key)
                     self.sites.setdefault(key, []).append(_Site(
                         caller, self.eval_on and not self.no_grad, self.no_grad, returned,
-                        names))
+                        targets))
                     todo.extend((c, deferred) for c in node.args)  # type: ignore[attr-defined]
                     todo.extend((kw.value, deferred) for kw in node.keywords)  # type: ignore[attr-defined]
                     if type(func) is ast.Attribute:
@@ -270,15 +268,29 @@ def eval_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
                 trains.add(caller)
                 changed = True
 
+    returned_names: dict[_Key, set[str]] = {}
+
+    def returns_target(site: _Site) -> bool:
+        """Whether the caller returns a name the call's statement assigns."""
+        if not site.targets or site.caller not in scan.returns:
+            return False
+        names = returned_names.get(site.caller)
+        if names is None:
+            names = returned_names[site.caller] = {
+                n.id for value in scan.returns[site.caller] for n in ast.walk(value)
+                if type(n) is ast.Name}
+        return any(type(n) is ast.Name and n.id in names
+                   for tg in site.targets for n in ast.walk(tg))
+
     def evaluation(site: _Site, found: set[_Key]) -> bool | None:
         """True for an evaluation call, None for a neutral one (under no_grad)."""
         if site.no_grad:
             return None
         caller = site.caller
         if caller is _UNKNOWN or caller is _CLASS or caller in trains or site.returned or \
-                site.names & scan.returned_names.get(caller, set()):
+                not (site.evaluated or caller in found):
             return False
-        return site.evaluated or caller in found
+        return not returns_target(site)
 
     found: set[_Key] = set()
     changed = True
@@ -287,8 +299,14 @@ def eval_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
         for key, sites in scan.sites.items():
             if key in found or key in scan.escaped or key in trains:
                 continue
-            verdicts = [evaluation(s, found) for s in sites]
-            if any(verdicts) and all(v is not False for v in verdicts):
-                found.add(key)
-                changed = True
+            some = False
+            for site in sites:
+                verdict = evaluation(site, found)
+                if verdict is False:
+                    break
+                some = some or bool(verdict)
+            else:
+                if some:
+                    found.add(key)
+                    changed = True
     return frozenset(id(d) for k in found for d in defs[k])
