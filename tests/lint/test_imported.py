@@ -120,3 +120,51 @@ def test_a_changed_helper_is_read_again(tmp_path):
 def test_unresolvable_imports_stay_unknown(tmp_path):
     (tmp_path / "train.py").write_text(TRAIN.replace("from .steps", "from missing_pkg.steps"))
     assert found([tmp_path / "train.py"]) == []
+
+
+EVAL_HELPERS = '''\
+import torch
+
+
+def eval_model(model, data):
+    correct = 0
+    for x, y in data:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+
+
+@torch.no_grad()
+def eval_model_no_grad(model, data):
+    correct = 0
+    for x, y in data:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+'''
+
+EVAL_CALLER = '''\
+import torch
+
+from .metrics import eval_model, eval_model_no_grad
+
+
+def after_epoch(model, dev_data, test_data):
+    model.eval()
+    print(eval_model(model, dev_data))
+    with torch.no_grad():
+        print(eval_model(model, test_data))
+    print(eval_model_no_grad(model, test_data))
+
+
+def report(model, dev_data):
+    print(eval_model(model, dev_data))  # neither after .eval() nor evaluation code
+'''
+
+
+def test_imported_helper_called_in_evaluation_code(tmp_path):
+    # outside any loop: the helper's file is read because the call is after model.eval()
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "metrics.py").write_text(EVAL_HELPERS)
+    (pkg / "run.py").write_text(EVAL_CALLER)
+    assert found([pkg / "run.py"]) == [("run.py", 8, "TMM103")]

@@ -38,6 +38,7 @@ from torchmem.lint.knowledge import (
     FACTORIES,
     GRAPH_FREE_BUILTINS,
     LOSS_NAME,
+    MODEL_STEP_METHODS,
     MOVE_METHODS,
     NO_GRAPH_FUNCTIONS,
     NO_GRAPH_METHODS,
@@ -313,6 +314,9 @@ def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
             return False
         if self.env.get(name, 0) & MODEL or (name == "self" and self.ctx.in_module_class):
             return True
+        summaries = self.ctx.summaries
+        if summaries is not None and name in summaries.functions and name not in self.env:
+            return False  # _maybe_quantize_model(model): a function of the file, not a module
         return name in slice_ or is_model_name(name)
     if tf is ast.Subscript:  # self.model["generator"](z): an entry of a ModuleDict
         key = key_of(func.value)  # type: ignore[attr-defined]
@@ -323,7 +327,7 @@ def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
     attr = func.attr  # type: ignore[attr-defined]
     recv = self.kind(func.value)  # type: ignore[attr-defined]
     if recv & MODEL:
-        return attr in _FORWARD_LIKE
+        return attr in _FORWARD_LIKE or attr in MODEL_STEP_METHODS
     if recv & VALUE:
         return False
     key = key_of(func)

@@ -65,10 +65,12 @@ class FunctionState:
         flow: the data flow environment.
         no_grad: whether the whole function runs without autograd recording.
         class_name: the enclosing class, if the function is a method.
+        eval_callers: every call of the function in its file is evaluation code
+            (:func:`torchmem.lint.eval_callers.eval_functions`).
     """
 
     __slots__ = ("node", "name", "facts", "flow", "no_grad", "class_name", "_eval",
-                 "_eval_named")
+                 "_eval_named", "eval_callers")
 
     def __init__(self, node: ast.AST, name: str, facts: FunctionFacts, flow: Flow,
                  no_grad: bool, class_name: str | None) -> None:
@@ -80,6 +82,7 @@ class FunctionState:
         self.class_name = class_name
         self._eval: bool | None = None
         self._eval_named: bool | None = None
+        self.eval_callers = False
 
     def eval_named(self) -> bool:
         """Named like evaluation code (``evaluate``, ``validate``, ``predict``...)."""
@@ -88,12 +91,12 @@ class FunctionState:
         return self._eval_named
 
     def is_eval(self) -> bool:
-        """Evaluation code: named like ``evaluate``/``predict``, or calls ``model.eval()``
-        and never ``backward()``/``step()``."""
+        """Evaluation code: named like ``evaluate``/``predict``, or calls ``model.eval()``,
+        or only ever called as evaluation code, and never ``backward()``/``step()``."""
         if self._eval is None:
             f = self.facts
-            self._eval = (self.eval_named() or bool(f.eval_receivers)) and not f.has_backward \
-                and not f.has_step
+            self._eval = (self.eval_named() or bool(f.eval_receivers) or self.eval_callers) \
+                and not f.has_backward and not f.has_step
         return self._eval
 
 
@@ -137,6 +140,9 @@ class Context:
         #: ``id()`` of the functions every call of which, in this file, runs under
         #: ``no_grad`` (:func:`torchmem.lint.callers.no_grad_functions`)
         self.quiet_functions: frozenset[int] = frozenset()
+        #: ``id()`` of the functions every call of which, in this file, is evaluation code
+        #: (:func:`torchmem.lint.eval_callers.eval_functions`)
+        self.eval_functions: frozenset[int] = frozenset()
         #: forward hooks of the file: id(function node) -> its output parameter
         self.hook_outputs: dict[int, str] = {}
         #: the parsed module (set by the engine), for file-wide facts that rules compute once

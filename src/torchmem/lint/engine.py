@@ -21,6 +21,7 @@ import sys
 from typing import Any, Callable, Iterable
 
 from torchmem.lint.callers import mentions_no_grad, no_grad_functions
+from torchmem.lint.eval_callers import eval_functions, mentions_eval
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.hooks import forward_hooks
 from torchmem.lint.registry import Rule, select_rules
@@ -163,6 +164,8 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
         ctx.add_import(stmt)
     if mentions_no_grad(text):
         ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
+    if mentions_eval(text):
+        ctx.eval_functions = eval_functions(tree, ctx.qualname)
     if "register_forward_hook" in text:
         ctx.hook_outputs = forward_hooks(tree)
     limit = sys.getrecursionlimit()

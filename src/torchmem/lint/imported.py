@@ -13,9 +13,13 @@ What is resolved:
     file's directory and up to :data:`MAX_UP` directories above it), for a function
     defined at the top level of that file, called inside a per-step loop of the linted file
     (a loop over a data loader, or one that calls ``backward()``/``step()`` itself: where
-    a kept graph, a training step or an evaluation forward pass matters).
+    a kept graph, a training step or an evaluation forward pass matters), or a call that
+    TMM103 judges to be made by evaluation code outside ``no_grad`` (after
+    ``model.eval()``, or in a loop of a function named like evaluation: ``model.eval();
+    evaluate(model, dev_data)`` with ``evaluate`` from another file); the kinds the
+    other rules see are unchanged there.
 What is not:
-    Calls outside such loops (``for step in range(n): train_one_batch(...)`` with the
+    Calls elsewhere (``for step in range(n): train_one_batch(...)`` with the
     ``backward()`` only in the helper is not read); the imports of the imported file itself (a helper's own helpers
     from a third file are not followed, so reading one helper never cascades through the
     tree); the callers' ``no_grad`` of the imported file.

@@ -18,7 +18,7 @@ __all__ = [
     "is_inplace_method", "TARGET_NAME",
     "NO_GRAD_CONTEXTS", "ENABLE_GRAD_CONTEXTS", "GRAPH_FREE_BUILTINS", "PASS_THROUGH_BUILTINS",
     "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name", "MOVE_METHODS",
-    "TUPLE_RESULTS", "TENSOR_ONLY_METHODS", "is_constructor_name",
+    "TUPLE_RESULTS", "TENSOR_ONLY_METHODS", "is_constructor_name", "MODEL_STEP_METHODS",
 ]
 
 #: torch functions that create a new tensor; ``requires_grad=True`` makes it a leaf
@@ -124,6 +124,12 @@ LIGHTNING_NO_GRAD_HOOKS = frozenset({
     "validation_step", "test_step", "predict_step", "on_validation_batch_end",
     "on_test_batch_end", "on_predict_batch_end", "validation_epoch_end", "test_epoch_end",
 })
+
+#: the step methods of Lightning's ``LightningModule`` API, which run the module's own forward
+#: pass (the default ``predict_step`` calls ``self(batch)``): called directly on a model
+#: (``model.predict_step(batch)``), outside the trainer, they record a graph like
+#: ``model(batch)``. (``generate`` is not one: Hugging Face runs it under ``no_grad``.)
+MODEL_STEP_METHODS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
 
 #: receivers whose ``.backward(loss)`` takes the loss as its first argument
 BACKWARD_CALLERS = frozenset({

@@ -133,15 +133,17 @@ class Summaries:
             self._imported[qualified] = find_function(self.path, qualified)
         return self._imported[qualified]
 
-    def resolve(self, func: ast.expr, flow: Flow) -> _Callee | None:
+    def resolve(self, func: ast.expr, flow: Flow, evaluation: bool = False) -> _Callee | None:
         """The function that ``func(...)`` calls, if it can be told: of this file, or a
-        top-level function imported from another file of the tree."""
+        top-level function imported from another file of the tree (read for calls in
+        per-step loops, and, with ``evaluation``, for a call the caller knows is made by
+        evaluation code)."""
         t = type(func)
         if t is ast.Name:
             node = self.functions.get(func.id)  # type: ignore[attr-defined]
             if node is not None:
                 return _Callee(node, None, False)
-            if not self.follow_imports or not _step_loop(flow):
+            if not self.follow_imports or not (evaluation or _step_loop(flow)):
                 return None  # other files are read only for calls in per-step loops
             found = self.imported(flow.ctx.imports.get(func.id))  # type: ignore[attr-defined]
             return _Callee(found[0], None, False, found[1]) if found else None
@@ -150,7 +152,7 @@ class Summaries:
         owner = func.value.id  # type: ignore[attr-defined]
         attr = func.attr  # type: ignore[attr-defined]
         if owner in flow.ctx.imports and owner not in flow.env:  # import utils; utils.f()
-            if not self.follow_imports or not _step_loop(flow):
+            if not self.follow_imports or not (evaluation or _step_loop(flow)):
                 return None
             found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
             return _Callee(found[0], None, False, found[1]) if found else None
@@ -200,9 +202,10 @@ class Summaries:
         return cached
 
     # -- summarising --------------------------------------------------------------
-    def summarize(self, call: ast.Call, flow: Flow) -> Summary | None:
+    def summarize(self, call: ast.Call, flow: Flow, evaluation: bool = False
+                  ) -> Summary | None:
         """The summary of ``call`` for the kinds of its arguments at this point."""
-        callee = self.resolve(call.func, flow)
+        callee = self.resolve(call.func, flow, evaluation)
         if callee is None or self.walker is None:
             return callback_summary(call, flow) if callee is None else None
         ctx = flow.ctx

@@ -369,6 +369,7 @@ class Walker:
             is_no_grad_decorator(ctx.qualname(d.func if type(d) is ast.Call else d) or key_of(
                 d.func if type(d) is ast.Call else d)) for d in decorators or ())
         state.no_grad = no_grad
+        state.eval_callers = id(node) in ctx.eval_functions
         saved = (ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth)
         ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = (
             state, [], int(no_grad), 0, 0)

@@ -19,6 +19,7 @@ from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
 from torchmem.lint.rules._eval_attrs import eval_only_attr
+from torchmem.lint.rules._flag_switch import flag_eval
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, LoopState
@@ -49,13 +50,15 @@ def _returns_value(fn: ast.AST) -> bool:
     return False
 
 
-def _has_weights(call: ast.Call, fn: ast.AST) -> bool:
+def _has_weights(call: ast.Call, fn: ast.AST, methods: bool = False) -> bool:
     """Whether the module ``call`` runs is known to have weights: it is named like a model
     (``model``, ``net``, ``encoder``), or the function loads a state dict into it. A
-    parameter-free layer under test (``pool(x)``, ``DropPath``) records no graph."""
+    parameter-free layer under test (``pool(x)``, ``DropPath``) records no graph. With
+    ``methods``, the receiver of any forward method counts (``model.decode(x)``)."""
     func = call.func
-    if type(func) is ast.Attribute and func.attr in ("forward", "forward_features"):
-        func = func.value
+    if type(func) is ast.Attribute and (func.attr in ("forward", "forward_features") or
+                                        methods and not is_model_name(func.attr)):
+        func = func.value  # model.decode(x), self.model.predict_step(batch)
     key = key_of(func)
     if key is None:
         return False
@@ -66,6 +69,17 @@ def _has_weights(call: ast.Call, fn: ast.AST) -> bool:
                 sub.func.attr == "load_state_dict" and key_of(sub.func.value) == key:
             return True
     return False
+
+
+def _by_callers_only(ctx: Context) -> bool:
+    """Whether the current function is evaluation code only because of its callers (not
+    named so, no ``model.eval()`` of its own, no loop over an eval loader): then a forward
+    pass counts only for a module known to have weights, and kept values only in a loop
+    that runs one, and the finding points at the forward pass (``similarity(a, b)`` of a
+    parameter-free module records no graph; a helper's output dict may hold plain numbers)."""
+    fn = ctx.fn
+    return fn.eval_callers and not (fn.eval_named() or fn.facts.eval_receivers or any(
+        lp.eval_loader for lp in ctx.loops))
 
 
 def _inference_method(call: ast.Call, ctx: Context) -> bool:
@@ -111,9 +125,15 @@ class EvalWithoutNoGrad(Rule):
         train are evaluation code too. A call to a function of the same file that runs a
         forward pass and no ``backward()`` counts as a forward pass
         (``self._eval_step(batch)`` in the loop, ``run_epoch(valid_data, model)`` after
-        ``model.eval()``); after ``model.eval()``, so does ``self.infer(x)`` /
+        ``model.eval()``; a top-level function imported from another file of the tree is
+        read for such calls too); after ``model.eval()``, so does ``self.infer(x)`` /
         ``self.predict(x)`` when the method is defined out of sight (a base class of
-        another file). When the loop keeps the outputs (``preds.append(out)``), the
+        another file), and so does ``model.predict_step(batch)`` (the step methods of
+        Lightning's API run the model's forward pass). A function or method every call of
+        which in the same file is evaluation code (after ``model.eval()`` outside
+        ``no_grad`` in a caller that never trains, or from such a function) is evaluation
+        code too, whatever its name; there only forward passes of a module known to have
+        weights count. When the loop keeps the outputs (``preds.append(out)``), the
         finding points at that line.
 
         Outside loops it flags: the first forward pass after ``model.eval()`` of a module
@@ -122,7 +142,10 @@ class EvalWithoutNoGrad(Rule):
         script); a
         forward pass of ``self.X`` in a plain class (not an ``nn.Module``) whose
         ``__init__`` puts ``self.X`` in eval mode and that never calls ``self.X.train()``
-        (a scorer or a feature extractor); and, in evaluation code, a call given a nested
+        (a scorer or a feature extractor); in a loop of a function that trains or evaluates
+        by a flag parameter (``.eval()`` in the false branch of ``if is_train:``, every
+        ``backward()``/``step()`` under ``if is_train:``), the first forward pass of a model
+        outside ``if is_train:``; and, in evaluation code, a call given a nested
         function that runs forward passes (a decoding ``step()`` handed to a beam search).
 
     Why:
@@ -209,12 +232,13 @@ class EvalWithoutNoGrad(Rule):
         summaries = ctx.summaries
         if summaries is None:
             return False
-        callee = summaries.resolve(node.func, ctx.flow)
+        # evaluation code: a helper imported from another file of the tree is read too
+        callee = summaries.resolve(node.func, ctx.flow, evaluation=True)
         if callee is None:
             return _inference_method(node, ctx)
         if summaries._runs_backward(callee.node):
             return False
-        summary = summaries.summarize(node, ctx.flow)
+        summary = summaries.summarize(node, ctx.flow, evaluation=True)
         return summary is not None and summary.forwards
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
@@ -227,6 +251,18 @@ class EvalWithoutNoGrad(Rule):
             return
         if not ctx.loops and self._straight_forward(node, ctx) or self._eval_only(node, ctx):
             return
+        if ctx.loops and ctx.flow.is_forward(node, strict=True):
+            flag = flag_eval(node, ctx)
+            seen = ctx.scratch.setdefault(_STRAIGHT, set())
+            if flag is not None and _has_weights(node, ctx.fn.node, methods=True):
+                if id(ctx.fn.node) not in seen:  # reported once per function
+                    seen.add(id(ctx.fn.node))
+                    ctx.report(self, node, (
+                        f"forward pass {describe(node.func)}() runs outside torch.no_grad() "
+                        f"when {flag} is false, after .eval() and with backward() only under "
+                        f"'if {flag}:': autograd records a graph and saves activations that no "
+                        f"backward() will use; run it under torch.no_grad() when not {flag}"))
+                return
         if not ctx.loops and self._eval_named(ctx):
             closure = _forwarding_closure(node, ctx)
             if closure is not None:
@@ -237,7 +273,8 @@ class EvalWithoutNoGrad(Rule):
                     f"torch.no_grad() or torch.inference_mode()"))
                 return
         how = None
-        if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) or \
+        if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) and (
+                not _by_callers_only(ctx) or _has_weights(node, ctx.fn.node, methods=True)) or \
                 ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):
             how = f"forward pass {describe(node.func)}()"
         elif (self._eval_mode(ctx) or ctx.loops and self._eval_named(ctx)) and \
@@ -301,7 +338,7 @@ class EvalWithoutNoGrad(Rule):
     def _eval_named(self, ctx: Context) -> bool:
         fn = ctx.fn
         return not (ctx.no_grad or fn.facts.has_backward or fn.facts.has_step) and (
-            fn.eval_named() or any(lp.eval_loader for lp in ctx.loops))
+            fn.eval_named() or fn.eval_callers or any(lp.eval_loader for lp in ctx.loops))
 
     def accumulate(self, node: ast.AST, ctx: Context) -> None:
         if not self._eval_context(ctx):
@@ -342,6 +379,8 @@ class EvalWithoutNoGrad(Rule):
             outer[1] = outer[1] or False
         if forward is False or kept is False:
             return
+        if _by_callers_only(ctx):  # the forward pass is certain; what is kept, less so
+            kept = None
         if kept:
             acc, _ = kept
             v = describe(acc.value)
