@@ -36,6 +36,7 @@ from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
+from torchmem.doctor.internals import internal_owner
 from torchmem.doctor.held import (
     grad_cycle_findings,
     grad_path_finding,
@@ -77,6 +78,8 @@ def _statement(stats: PathStats, want: str) -> Statement | None:
 def _kind(stats: PathStats) -> str:
     if stats.kind == "hook":
         return "hook"
+    if internal_owner(stats.path) is not None:
+        return "container"
     if stats.kind == "closure":
         return "closure"
     if stats.depth == 0:
@@ -109,9 +112,14 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
 
 
 def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_step: int,
-                    last_step: int) -> list[str]:
+                    last_step: int, owner_type: str | None = None) -> list[str]:
     lines = []
     what = f"`{stats.path}` ({stats.type})"
+    owner = internal_owner(stats.path)
+    if owner is not None:
+        lines.append(f"`{owner}` is {'a `' + owner_type + '` object' if owner_type else 'an object'} "
+                     f"implemented in C; `{stats.path}` is a {stats.type} it references "
+                     "internally (no attribute names it: found with gc.get_referents)")
     if stats.items is not None:
         lines.append(f"{what} holds {stats.items} items ({sig['items']:+.2f} per step)")
     if stats.tensors:
@@ -174,10 +182,12 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             cause = "hidden_state_chain"
         scalar = stats.example is not None and stats.example.startswith("() ")
         hooks = want == "hook"
+        owner = internal_owner(path)
+        owner_type = paths[owner].type if owner is not None and owner in paths else None
         path_fix = fix_edit.path_fix(
             cause, path, stmt, holds=stats.holds, culprit_type=stats.type,
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
-            is_tuple=stats.type in ("tuple", "list"), hook=hooks)
+            is_tuple=stats.type in ("tuple", "list"), hook=hooks, owner_type=owner_type)
         fix = path_fix.text
         # the statement sits in a helper that keeps what it is handed: the line is the
         # call that hands the values over (the fix still edits the helper's statement)
@@ -225,7 +235,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
             evidence=extra_evidence + tuple(_evidence_lines(cause, stats, sig, first_step,
-                                                            last_step)),
+                                                            last_step, owner_type)),
             data=data, fix=fix,
             confidence="high" if stmt is not None or culprit.line is not None else "medium",
             fix_kind="advice" if stats.kind == "grad" else path_fix.kind,

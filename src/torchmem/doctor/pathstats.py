@@ -16,8 +16,10 @@ class PathStats:
 
     Attributes:
         path: the expression as the user writes it (``self.history``).
-        kind: ``local``, ``global``, ``attribute``, ``container``, ``closure``, ``hook``
-            or ``grad`` (the ``.grad`` of a parameter that carries a ``grad_fn``).
+        kind: ``local``, ``global``, ``attribute``, ``container``, ``closure``, ``hook``,
+            ``grad`` (the ``.grad`` of a parameter that carries a ``grad_fn``) or
+            ``internal`` (referenced inside an object implemented in C: see
+            :mod:`torchmem.doctor.internals`).
         type: type name of the object at the path.
         depth: 0 for a variable, +1 per attribute/key/closure hop.
         root: the variable the path starts from.
