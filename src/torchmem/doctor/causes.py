@@ -21,7 +21,9 @@ backward flags seen each step, gradient checks, what private garbage collections
   ``cache_thrash`` (those and the two above: :mod:`torchmem.doctor.record_findings`);
 * leaves kept by their own ``.grad`` after ``backward(create_graph=True)`` ->
   ``backward_flags_graph``; heap growth that nothing in Python explains ->
-  ``untracked_growth`` (:mod:`torchmem.doctor.held`).
+  ``untracked_growth`` (:mod:`torchmem.doctor.held`);
+* heap growth with flat tensor storage that a container of Python objects (floats,
+  numpy arrays) explains -> ``growing_container`` (:mod:`torchmem.doctor.object_growth`).
 
 Which paths count as growing, and which path along a growing variable is named, is
 :mod:`torchmem.doctor.path_trend`; the evidence records are :mod:`torchmem.doctor.evidence`.
@@ -37,6 +39,7 @@ from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
 from torchmem.doctor.internals import internal_owner
+from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.held import (
     grad_cycle_findings,
     grad_path_finding,
@@ -286,8 +289,10 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     findings += cycle_findings(ev)
     explained = bool(findings)
     findings += grad_findings(ev)
+    python = container_findings(snaps, by_device.get("cpu"), ev.steps, explained)
+    findings += python
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
-                                   ev.native_call_sites, ev.backward_site, explained)
+                                   ev.native_call_sites, ev.backward_site, explained or bool(python))
     findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))

@@ -27,6 +27,7 @@ import torch
 from torchmem.collect.graph import storage_key, storage_nbytes
 from torchmem.doctor.graph_walk import walk_graph
 from torchmem.doctor.internals import internal_refs, native
+from torchmem.doctor.item_sizes import estimated_bytes, last_item_type
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.roots import _ATOMIC, _frame_locals
 from torchmem.doctor.value_kinds import value_kinds
@@ -108,6 +109,8 @@ class _Walker:
                           **extra)
         if isinstance(obj, (list, tuple, dict, set, frozenset, deque)):
             stats.items = len(obj)
+            stats.item_bytes = estimated_bytes(obj)
+            stats.item_type = last_item_type(obj)
             if isinstance(obj, deque):
                 stats.capacity = obj.maxlen
         stats.holds = value_kinds(obj)
