@@ -99,4 +99,6 @@ def test_quiet_when_the_heap_does_not_grow_or_the_container_explains_little():
     assert container_findings(snaps, flat, 40, explained=False) == []
     # the heap grows 40x faster than the list: something else is growing
     assert container_findings(snaps, heap(40 * ARRAY), 40, explained=False) == []
+    # a run that only infers collects its outputs on purpose
+    assert container_findings(snaps, heap(ARRAY), 40, explained=False, trains=False) == []
     del logs

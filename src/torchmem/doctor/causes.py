@@ -38,7 +38,7 @@ from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
-from torchmem.doctor.internals import internal_owner
+from torchmem.doctor.internals import binding_statement, internal_owner
 from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.held import (
     grad_cycle_findings,
@@ -178,15 +178,17 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             "chain" if cause == "hidden_state_chain" or (sig["tensors"] <= 0 and sig["nodes"] > 0) else "container")
         if want == "chain" and cause != "hidden_state_chain" and stats.chain_numel == 1:
             want = "sum"  # one scalar whose graph grows: the `+=` that accumulates into it
-        stmt = _statement(stats, want)
+        owner = internal_owner(path)
+        owner_type = paths[owner].type if owner is not None and owner in paths else None
+        stmt = binding_statement(path, _files(stats), stats.function, owner_type) or \
+            _statement(stats, want)
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
-        if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" and stats.chain_numel != 1:
+        if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \
+                and stats.chain_numel != 1 and owner is None:
             cause = "hidden_state_chain"
         scalar = stats.example is not None and stats.example.startswith("() ")
         hooks = want == "hook"
-        owner = internal_owner(path)
-        owner_type = paths[owner].type if owner is not None and owner in paths else None
         path_fix = fix_edit.path_fix(
             cause, path, stmt, holds=stats.holds, culprit_type=stats.type,
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
@@ -289,7 +291,8 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     findings += cycle_findings(ev)
     explained = bool(findings)
     findings += grad_findings(ev)
-    python = container_findings(snaps, by_device.get("cpu"), ev.steps, explained)
+    python = container_findings(snaps, by_device.get("cpu"), ev.steps, explained,
+                                trains=ev.backward_steps >= 0.5 * ev.steps)
     findings += python
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
                                    ev.native_call_sites, ev.backward_site, explained or bool(python))

@@ -15,11 +15,15 @@ No reference is kept beyond the call: the class cache holds weak references only
 from __future__ import annotations
 
 import gc
+import re
 import types
 import weakref
-from typing import AbstractSet, Any, Iterator
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterator
 
-__all__ = ["native", "internal_refs", "internal_owner", "INTERNAL_STEP"]
+if TYPE_CHECKING:
+    from torchmem.doctor.source import Statement
+
+__all__ = ["native", "internal_refs", "internal_owner", "binding_statement", "INTERNAL_STEP"]
 
 _HEAPTYPE = 1 << 9
 _IMMUTABLETYPE = 1 << 8
@@ -92,3 +96,19 @@ def internal_owner(path: str) -> str | None:
     """
     at = path.find(INTERNAL_STEP)
     return path[:at] if at > 0 else None
+
+
+def binding_statement(path: str, files: list[str], function: str | None,
+                      owner_type: str | None) -> "Statement | None":
+    """For a path inside a C object (``dataloader.<internal list>``), the statement that
+    binds the object by calling its type (``dataloader = itertools.cycle(dataloader)``
+    for a ``cycle``), among the statements that bind the object's name; None when there
+    is no such statement (or ``path`` is not inside a C object)."""
+    from torchmem.doctor.source import best_statement, find_statements
+
+    if owner_type is None or internal_owner(path) is None:
+        return None
+    call = re.compile(r"(?<![\w])" + re.escape(owner_type) + r"\s*\(")
+    found = [s for s in find_statements(path, files)
+             if s.kind in ("assign", "rebind") and s.value and call.search(s.value)]
+    return best_statement(found, "container", function=function)

@@ -6,6 +6,8 @@ surely as a list of tensors, yet holds no tensor storage: the path findings of
 :func:`torchmem.doctor.held.untracked_findings` stays quiet because a path does grow.
 :func:`container_findings` names such a container when all of these hold:
 
+* the run trains: ``backward()`` ran in most steps (a script that only runs a model
+  collects its outputs on purpose: a list of predictions grows by design);
 * the heap (the CPU growth verdict) grows steadily: the same bar as growth nothing
   explains (:data:`~torchmem.doctor.held.MIN_UNTRACKED_PER_STEP`, R^2
   :data:`~torchmem.doctor.held.MIN_UNTRACKED_R2`), and no other finding explains it;
@@ -27,7 +29,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from torchmem.doctor.call_sites import caller_statement
+from torchmem.doctor.fixes import internal_advice
 from torchmem.doctor.held import MIN_UNTRACKED_PER_STEP, MIN_UNTRACKED_R2
+from torchmem.doctor.internals import binding_statement, internal_owner
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.source import Statement, best_statement, find_statements
 from torchmem.model.capture import Culprit, Finding, Growth
@@ -65,21 +69,24 @@ def _candidate(series: list[tuple[int, PathStats]]) -> tuple[float, float] | Non
     return ((last.items or 0) - (first.items or 0)) / span, per_step
 
 
-def _statement(stats: PathStats) -> tuple[Statement | None, Statement | None]:
+def _statement(stats: PathStats, owner_type: str | None) -> tuple[Statement | None, Statement | None]:
     """(the statement that adds to the container, the call that hands the values to it
-    when that statement sits in a helper)."""
+    when that statement sits in a helper); inside a C object of type ``owner_type``, the
+    statement that binds the object."""
     files = [f for f in (stats.owner_file, stats.file) if f]
-    stmt = best_statement(find_statements(stats.path, files), "container",
-                          function=stats.function, exact=stats.path)
+    stmt = binding_statement(stats.path, files, stats.function, owner_type) or best_statement(
+        find_statements(stats.path, files), "container", function=stats.function,
+        exact=stats.path)
     site = caller_statement(stmt, files) if stmt is not None else None
     return stmt, site[0] if site else None
 
 
 def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: int,
-                       explained: bool) -> list[Finding]:
+                       explained: bool, trains: bool = True) -> list[Finding]:
     """The container of Python objects that keeps the heap growing (see the module), or
-    nothing."""
-    if explained or growth is None or growth.verdict != "growing":
+    nothing. ``trains``: backward ran in most steps (a run that only infers collects its
+    outputs by design: nothing is reported there)."""
+    if explained or not trains or growth is None or growth.verdict != "growing":
         return []
     if growth.bytes_per_step < MIN_UNTRACKED_PER_STEP or growth.r2 < MIN_UNTRACKED_R2:
         return []
@@ -105,7 +112,10 @@ def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
     stats = walked[-1].paths[path]
     series = _series(walked, path)
     (first_step, first), (last_step, _) = series[0], series[-1]
-    stmt, site = _statement(stats)
+    owner = internal_owner(path)
+    owner_stats = walked[-1].paths.get(owner) if owner is not None else None
+    owner_type = owner_stats.type if owner_stats is not None else None
+    stmt, site = _statement(stats, owner_type)
     shown = site or stmt
     culprit = Culprit(name=path, kind="container" if stats.depth else stats.kind,
                       file=shown.file if shown else stats.file,
@@ -126,13 +136,18 @@ def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
     if site is not None and stmt is not None:
         evidence.insert(0, f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
                            f"it is handed: the values come from `{site.code}` (line {site.line})")
+    if owner is not None:
+        evidence.insert(0, f"`{owner}` is {'a `' + owner_type + '` object' if owner_type else 'an object'} "
+                           f"implemented in C; `{path}` is a {stats.type} it references "
+                           "internally (no attribute names it: found with gc.get_referents)")
     others = [p for _, _, p in found[1:4]]
     if others:
         evidence.append("also growing: " + ", ".join(f"`{p}`" for p in others))
     where = f" (line {shown.line}: `{shown.code}`)" if shown else ""
-    fix = (f"bound `{path}`{where}: keep the last N values (`collections.deque(maxlen=N)`), "
-           "running summaries (a sum and a count) instead of every value, or write them out "
-           "and clear it every epoch")
+    fix = internal_advice(owner, owner_type, shown) if owner is not None else (
+        f"bound `{path}`{where}: keep the last N values (`collections.deque(maxlen=N)`), "
+        "running summaries (a sum and a count) instead of every value, or write them out "
+        "and clear it every epoch")
     end = max(steps, last_step)
     at_end = int((stats.item_bytes or 0) + per_step * (end - last_step))
     return [Finding(
