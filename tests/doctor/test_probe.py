@@ -45,7 +45,7 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("ctx_keeps_output.py", "reference_cycle", "ctx.result", 8),  # a Function's ctx keeps its output
     ("closure_callback_cycle.py", "reference_cycle", "on_done", 13),  # where the closure is stored
     ("module_keeps_function_output.py", "reference_cycle", "Layer.cache", 20),  # ctx keeps a bound method
-    ("cycle_stream.py", "growing_container", "stream.<internal list>", 16),  # itertools.cycle's own list
+    ("cycle_stream.py", "growing_container", "stream.<internal list>", 16),  # cycle's own list
     ("numpy_history.py", "growing_container", "history['recon']", 19),  # numpy arrays, no tensor
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):

@@ -38,14 +38,14 @@ from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
-from torchmem.doctor.internals import binding_statement, internal_owner
-from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.held import (
     grad_cycle_findings,
     grad_path_finding,
     merge_grad_findings,
     untracked_findings,
 )
+from torchmem.doctor.internals import binding_statement, describe, internal_owner
+from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.path_trend import (
     MIN_BYTES_PER_STEP,
     MIN_COUNT_PER_STEP,
@@ -118,11 +118,8 @@ def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_s
                     last_step: int, owner_type: str | None = None) -> list[str]:
     lines = []
     what = f"`{stats.path}` ({stats.type})"
-    owner = internal_owner(stats.path)
-    if owner is not None:
-        lines.append(f"`{owner}` is {'a `' + owner_type + '` object' if owner_type else 'an object'} "
-                     f"implemented in C; `{stats.path}` is a {stats.type} it references "
-                     "internally (no attribute names it: found with gc.get_referents)")
+    if internal_owner(stats.path) is not None:
+        lines.append(describe(stats.path, owner_type, stats.type))
     if stats.items is not None:
         lines.append(f"{what} holds {stats.items} items ({sig['items']:+.2f} per step)")
     if stats.tensors:
@@ -295,7 +292,8 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
                                 trains=ev.backward_steps >= 0.5 * ev.steps)
     findings += python
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
-                                   ev.native_call_sites, ev.backward_site, explained or bool(python))
+                                   ev.native_call_sites, ev.backward_site,
+                                   explained or bool(python))
     findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))

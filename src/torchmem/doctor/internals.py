@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Iterator
 if TYPE_CHECKING:
     from torchmem.doctor.source import Statement
 
-__all__ = ["native", "internal_refs", "internal_owner", "binding_statement", "INTERNAL_STEP"]
+__all__ = ["native", "internal_refs", "internal_owner", "binding_statement", "describe",
+           "INTERNAL_STEP"]
 
 _HEAPTYPE = 1 << 9
 _IMMUTABLETYPE = 1 << 8
@@ -112,3 +113,16 @@ def binding_statement(path: str, files: list[str], function: str | None,
     found = [s for s in find_statements(path, files)
              if s.kind in ("assign", "rebind") and s.value and call.search(s.value)]
     return best_statement(found, "container", function=function)
+
+
+def describe(path: str, owner_type: str | None, inner_type: str) -> str:
+    """The evidence line that says what a path inside a C object is.
+
+    Example:
+        >>> describe("stream.<internal list>", "cycle", "list")[:46]
+        '`stream` is a `cycle` object implemented in C;'
+    """
+    owner = internal_owner(path)
+    what = f"a `{owner_type}` object" if owner_type else "an object"
+    return (f"`{owner}` is {what} implemented in C; `{path}` is a {inner_type} it references "
+            "internally (no attribute names it: found with gc.get_referents)")

@@ -31,7 +31,7 @@ from typing import Sequence
 from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.fixes import internal_advice
 from torchmem.doctor.held import MIN_UNTRACKED_PER_STEP, MIN_UNTRACKED_R2
-from torchmem.doctor.internals import binding_statement, internal_owner
+from torchmem.doctor.internals import binding_statement, describe, internal_owner
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.source import Statement, best_statement, find_statements
 from torchmem.model.capture import Culprit, Finding, Growth
@@ -69,7 +69,8 @@ def _candidate(series: list[tuple[int, PathStats]]) -> tuple[float, float] | Non
     return ((last.items or 0) - (first.items or 0)) / span, per_step
 
 
-def _statement(stats: PathStats, owner_type: str | None) -> tuple[Statement | None, Statement | None]:
+def _statement(stats: PathStats,
+               owner_type: str | None) -> tuple[Statement | None, Statement | None]:
     """(the statement that adds to the container, the call that hands the values to it
     when that statement sits in a helper); inside a C object of type ``owner_type``, the
     statement that binds the object."""
@@ -137,9 +138,7 @@ def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
         evidence.insert(0, f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
                            f"it is handed: the values come from `{site.code}` (line {site.line})")
     if owner is not None:
-        evidence.insert(0, f"`{owner}` is {'a `' + owner_type + '` object' if owner_type else 'an object'} "
-                           f"implemented in C; `{path}` is a {stats.type} it references "
-                           "internally (no attribute names it: found with gc.get_referents)")
+        evidence.insert(0, describe(path, owner_type, stats.type))
     others = [p for _, _, p in found[1:4]]
     if others:
         evidence.append("also growing: " + ", ".join(f"`{p}`" for p in others))
