@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import sys
 import textwrap
@@ -91,8 +92,9 @@ def test_snapshot_keeps_no_tensor_alive_and_leaves_no_stale_frame_locals():
     t = None  # rebinding must free it: the walker may not leave a copy of the locals behind
     gc.collect()
     assert ref() is None
-    for stats in s.paths.values():  # plain data only
-        assert not any(isinstance(v, torch.Tensor) for v in vars(stats).values())
+    for stats in s.paths.values():  # plain data only (PathStats has slots: read its fields)
+        values = [getattr(stats, f.name) for f in dataclasses.fields(stats)]
+        assert not any(isinstance(v, torch.Tensor) for v in values)
 
 
 def test_chain_reaches_more_nodes_each_step():

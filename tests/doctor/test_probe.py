@@ -45,6 +45,8 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("ctx_keeps_output.py", "reference_cycle", "ctx.result", 8),  # a Function's ctx keeps its output
     ("closure_callback_cycle.py", "reference_cycle", "on_done", 13),  # where the closure is stored
     ("module_keeps_function_output.py", "reference_cycle", "Layer.cache", 20),  # ctx keeps a bound method
+    ("cycle_stream.py", "growing_container", "stream.<internal list>", 16),  # cycle's own list
+    ("numpy_history.py", "growing_container", "history['recon']", 19),  # numpy arrays, no tensor
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)
@@ -61,7 +63,7 @@ def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
 
 @pytest.mark.parametrize("script", ["healthy_plateau.py", "healthy_accum.py",
                                     "healthy_fisher_no_update.py", "healthy_leaf_grad_sum.py",
-                                    "healthy_clip_zero_inplace.py"])
+                                    "healthy_clip_zero_inplace.py", "healthy_numpy_bounded.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

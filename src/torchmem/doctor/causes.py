@@ -21,7 +21,9 @@ backward flags seen each step, gradient checks, what private garbage collections
   ``cache_thrash`` (those and the two above: :mod:`torchmem.doctor.record_findings`);
 * leaves kept by their own ``.grad`` after ``backward(create_graph=True)`` ->
   ``backward_flags_graph``; heap growth that nothing in Python explains ->
-  ``untracked_growth`` (:mod:`torchmem.doctor.held`).
+  ``untracked_growth`` (:mod:`torchmem.doctor.held`);
+* heap growth with flat tensor storage that a container of Python objects (floats,
+  numpy arrays) explains -> ``growing_container`` (:mod:`torchmem.doctor.object_growth`).
 
 Which paths count as growing, and which path along a growing variable is named, is
 :mod:`torchmem.doctor.path_trend`; the evidence records are :mod:`torchmem.doctor.evidence`.
@@ -42,6 +44,8 @@ from torchmem.doctor.held import (
     merge_grad_findings,
     untracked_findings,
 )
+from torchmem.doctor.internals import binding_statement, describe, internal_owner
+from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.path_trend import (
     MIN_BYTES_PER_STEP,
     MIN_COUNT_PER_STEP,
@@ -77,6 +81,8 @@ def _statement(stats: PathStats, want: str) -> Statement | None:
 def _kind(stats: PathStats) -> str:
     if stats.kind == "hook":
         return "hook"
+    if internal_owner(stats.path) is not None:
+        return "container"
     if stats.kind == "closure":
         return "closure"
     if stats.depth == 0:
@@ -109,9 +115,11 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
 
 
 def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_step: int,
-                    last_step: int) -> list[str]:
+                    last_step: int, owner_type: str | None = None) -> list[str]:
     lines = []
     what = f"`{stats.path}` ({stats.type})"
+    if internal_owner(stats.path) is not None:
+        lines.append(describe(stats.path, owner_type, stats.type))
     if stats.items is not None:
         lines.append(f"{what} holds {stats.items} items ({sig['items']:+.2f} per step)")
     if stats.tensors:
@@ -167,17 +175,21 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             "chain" if cause == "hidden_state_chain" or (sig["tensors"] <= 0 and sig["nodes"] > 0) else "container")
         if want == "chain" and cause != "hidden_state_chain" and stats.chain_numel == 1:
             want = "sum"  # one scalar whose graph grows: the `+=` that accumulates into it
-        stmt = _statement(stats, want)
+        owner = internal_owner(path)
+        owner_type = paths[owner].type if owner is not None and owner in paths else None
+        stmt = binding_statement(path, _files(stats), stats.function, owner_type) or \
+            _statement(stats, want)
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
-        if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" and stats.chain_numel != 1:
+        if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \
+                and stats.chain_numel != 1 and owner is None:
             cause = "hidden_state_chain"
         scalar = stats.example is not None and stats.example.startswith("() ")
         hooks = want == "hook"
         path_fix = fix_edit.path_fix(
             cause, path, stmt, holds=stats.holds, culprit_type=stats.type,
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
-            is_tuple=stats.type in ("tuple", "list"), hook=hooks)
+            is_tuple=stats.type in ("tuple", "list"), hook=hooks, owner_type=owner_type)
         fix = path_fix.text
         # the statement sits in a helper that keeps what it is handed: the line is the
         # call that hands the values over (the fix still edits the helper's statement)
@@ -225,7 +237,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
             evidence=extra_evidence + tuple(_evidence_lines(cause, stats, sig, first_step,
-                                                            last_step)),
+                                                            last_step, owner_type)),
             data=data, fix=fix,
             confidence="high" if stmt is not None or culprit.line is not None else "medium",
             fix_kind="advice" if stats.kind == "grad" else path_fix.kind,
@@ -276,8 +288,12 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     findings += cycle_findings(ev)
     explained = bool(findings)
     findings += grad_findings(ev)
+    python = container_findings(snaps, by_device.get("cpu"), ev.steps, explained,
+                                trains=ev.backward_steps >= 0.5 * ev.steps)
+    findings += python
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
-                                   ev.native_call_sites, ev.backward_site, explained)
+                                   ev.native_call_sites, ev.backward_site,
+                                   explained or bool(python))
     findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))

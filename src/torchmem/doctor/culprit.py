@@ -140,6 +140,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
             w.walk_root(name, hooks, "hook", "<module>", None)
             if name in w.snap.paths:
                 w.snap.paths[name].hooks += len(hooks)
+        w.finish()  # what C objects reached from the roots reference internally
         for name, module, function, file in modules:
             for pname, p in module.named_parameters():
                 g = p.grad
@@ -152,6 +153,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
     finally:
         w.keep.clear()
         w.node_keep.clear()
+        w.internal.clear()
         namespaces.clear()
         tops.clear()
         frames.clear()

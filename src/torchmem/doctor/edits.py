@@ -346,10 +346,19 @@ class PathFix:
 
 def path_fix(cause: str, name: str, stmt: Statement | None, *, holds: tuple[str, ...],
              culprit_type: str | None, has_graph: bool, scalar: bool, is_tuple: bool,
-             hook: bool) -> PathFix:
+             hook: bool, owner_type: str | None = None) -> PathFix:
     """The fix of a finding about the culprit ``name``: an edit of ``stmt`` when one is
-    valid for what the culprit holds (see :func:`propose_edit`), advice otherwise."""
-    from torchmem.doctor.fixes import advice_text, edit_text
+    valid for what the culprit holds (see :func:`propose_edit`), advice otherwise; advice
+    about the object when ``name`` goes inside an object implemented in C
+    (``stream.<internal list>``; ``owner_type``: that object's type name)."""
+    from torchmem.doctor.fixes import advice_text, edit_text, internal_advice
+    from torchmem.doctor.internals import internal_owner
+
+    owner = internal_owner(name)
+    if owner is not None:
+        return PathFix(internal_advice(owner, owner_type, stmt), "advice",
+                       Proposal(refusal="what grows is inside an object implemented in C: "
+                                        "no statement of the script stores into it"))
 
     proposal = Proposal(refusal="hooks are fixed where they are registered") if hook else \
         propose_edit(cause, name, stmt, holds=holds, culprit_type=culprit_type,

@@ -12,7 +12,7 @@ import re
 from torchmem.doctor.source import Statement
 from torchmem.model.capture import FixEdit
 
-__all__ = ["fix_for", "edit_text", "advice_text", "TITLES", "EDITED_CAUSES"]
+__all__ = ["fix_for", "edit_text", "advice_text", "internal_advice", "TITLES", "EDITED_CAUSES"]
 
 #: causes whose fix can be an edit of the statement that stores the value
 EDITED_CAUSES = frozenset({"retained_graph", "backward_flags_graph", "eval_graph",
@@ -180,3 +180,19 @@ def advice_text(cause: str, name: str, stmt: Statement | None, refusal: str | No
     if refusal:
         text += f"; no one-line edit: {refusal}"
     return text
+
+
+def internal_advice(owner: str, owner_type: str | None, stmt: Statement | None) -> str:
+    """The fix when what grows is inside an object implemented in C (``owner``, of type
+    ``owner_type``): no statement stores into it, so the advice is about the object.
+
+    Example:
+        >>> internal_advice("stream", "cycle", None)[:60]
+        'do not keep `stream` (a `cycle` object) across steps: it kee'
+    """
+    what = f"`{owner}` (a `{owner_type}` object)" if owner_type else f"`{owner}`"
+    where = f" (line {stmt.line}: `{stmt.code}`)" if stmt else ""
+    return (f"do not keep {what} across steps: it keeps what passes through it in memory "
+            f"of its own{where}. Build it on an iterable that ends, or make a new one when "
+            "the old one is used up (`itertools.cycle` keeps a copy of every item of its "
+            "first pass, and over a generator or a DataLoader that pass never ends)")

@@ -1,6 +1,8 @@
 """One hop of the holder walk: the objects an object keeps alive, each with the path a user
 writes to reach it (``[3]``, ``['loss']``, ``.weight``, ``.grad``, ``.grad_fn``, the cache of
-an ``lru_cache``, a closure cell, a traceback's frames, a suspended generator's locals).
+an ``lru_cache``, a closure cell, a traceback's frames, a suspended generator's locals), and
+what an object implemented in C references internally (``.<internal list>``: see
+:mod:`torchmem.doctor.internals`).
 
 Split from :mod:`torchmem.doctor.holders_api`, whose walk follows these hops.
 """
@@ -14,6 +16,8 @@ import sys
 import types
 from collections import deque
 from typing import Any, Iterator
+
+from torchmem.doctor.internals import internal_refs, native
 
 __all__ = ["ATOMIC"]
 
@@ -131,18 +135,26 @@ def _children(obj: Any, path: str, in_graph: bool = False) -> Iterator[tuple[Any
     if isinstance(obj, (types.ModuleType, types.FrameType)):
         return
     attrs: dict[str, Any] = {}
+    covered: set[int] = set()
     try:
-        attrs = dict(vars(obj))
+        own = vars(obj)
+        covered.add(id(own))
+        attrs = dict(own)
     except TypeError:
         pass
     for name in getattr(type(obj), "__slots__", ()) if not isinstance(obj, type) else ():
         if isinstance(name, str) and hasattr(obj, name):
             attrs[name] = getattr(obj, name, None)
     for name, value in attrs.items():
+        covered.add(id(value))
         if isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
             if not (isinstance(obj, torch.nn.Module)
                     and name in ("_parameters", "_buffers", "_modules")):
                 yield value, f"{path}.{name}", "attribute", ""
+    if not isinstance(obj, type) and native(type(obj)):
+        for value, step in internal_refs(obj, covered):
+            yield value, path + step, "internal", \
+                f"referenced internally by a {type(obj).__name__} object"
 
 
 def _shape_of(key: Any) -> str:

@@ -106,9 +106,12 @@ def holder_paths(keys: Iterable[int], frame: types.FrameType | None,
                     break
                 if not isinstance(value, _ATOMIC):
                     w.walk_root(name, value, kind, function, file)
+        if len(w.found) < len(targets):
+            w.finish()  # what C objects reached from the roots reference internally
     finally:
         w.keep.clear()
         w.node_keep.clear()
+        w.internal.clear()
         namespaces.clear()
         frames.clear()
     return dict(w.found)

@@ -44,7 +44,8 @@ class Holder:
     Attributes:
         path: the expression as the user writes it (``self.history[3]``).
         kind: ``local``, ``global``, ``attribute``, ``item``, ``closure``, ``cache``,
-            ``grad``, ``graph`` or ``traceback``: the last hop of the path.
+            ``grad``, ``graph``, ``traceback`` or ``internal`` (referenced inside an object
+            implemented in C: ``stream.<internal list>``): the last hop of the path.
         detail: what the last hop is, in words (``a view of it``, ``lru_cache entry``).
         file, line, code: the statement that put it there, where it could be found.
         function: the function whose frame holds the path's root (``<module>``: global).
@@ -227,7 +228,7 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
                 if not (name.startswith("__") and name.endswith("__")) and value is not None:
                     queue.append((value, name, kind, "", file, function))
         while (queue or later) and len(done) < wanted and len(seen) < max_objects:
-            if not queue:  # the paths through autograd graphs come after all the others
+            if not queue:  # paths through autograd graphs and C objects' insides come last
                 queue, later = later, queue
             value, path, kind, detail, file, function = queue.popleft()
             same = id(value) in ids
@@ -255,7 +256,7 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
             try:
                 for child, cpath, ckind, cdetail in _children(value, path, kind == "graph"):
                     if child is not None and not isinstance(child, _ATOMIC):
-                        (later if ckind == "graph" else queue).append(
+                        (later if ckind in ("graph", "internal") else queue).append(
                             (child, cpath, ckind, cdetail, file, function))
             except Exception:  # noqa: BLE001 - an object that refuses to be looked at
                 continue

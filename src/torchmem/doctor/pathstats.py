@@ -10,14 +10,19 @@ from dataclasses import dataclass, field
 __all__ = ["PathStats", "Snapshot", "Unreached"]
 
 
-@dataclass
+# slots: the probe keeps a dozen snapshots of these while the script runs, inside the
+# heap it measures; a plain instance with more than 30 attributes loses CPython's
+# shared-key __dict__ and takes several times the memory
+@dataclass(slots=True)
 class PathStats:
     """What one named path holds at a step boundary (plain data).
 
     Attributes:
         path: the expression as the user writes it (``self.history``).
-        kind: ``local``, ``global``, ``attribute``, ``container``, ``closure``, ``hook``
-            or ``grad`` (the ``.grad`` of a parameter that carries a ``grad_fn``).
+        kind: ``local``, ``global``, ``attribute``, ``container``, ``closure``, ``hook``,
+            ``grad`` (the ``.grad`` of a parameter that carries a ``grad_fn``) or
+            ``internal`` (referenced inside an object implemented in C: see
+            :mod:`torchmem.doctor.internals`).
         type: type name of the object at the path.
         depth: 0 for a variable, +1 per attribute/key/closure hop.
         root: the variable the path starts from.
@@ -51,6 +56,10 @@ class PathStats:
             what it held lived for one step at most (a per-step buffer).
         capacity: the most items the container can hold (a ``deque``'s ``maxlen``), or
             None when it is unbounded.
+        item_bytes: for a container, the heap it takes with its items, estimated from
+            ``sys.getsizeof`` (see :mod:`torchmem.doctor.item_sizes`); None otherwise.
+        item_type: for a list, tuple, deque or dict, the type name of its last item
+            (value), e.g. ``ndarray``; None otherwise.
     """
 
     path: str
@@ -80,6 +89,8 @@ class PathStats:
     survived: float | None = None
     survived_next: float | None = None
     capacity: int | None = None
+    item_bytes: int | None = None
+    item_type: str | None = None
     _example_bytes: int = 0
 
     @property

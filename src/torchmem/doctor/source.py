@@ -61,14 +61,20 @@ class Statement:
 
 
 def parse_path(path: str) -> list[str]:
-    """Split a culprit path into names, dropping subscripts and closure markers.
+    """Split a culprit path into names, dropping subscripts and closure markers; a path
+    into what a C object references internally (``stream.<internal list>``) stops at the
+    object: the script's statements reach it, not its insides.
 
     Example:
         >>> parse_path("self.metrics['loss']")
         ['self', 'metrics']
         >>> parse_path("make.<locals>.cb:out")
         ['out']
+        >>> parse_path("self.stream.<internal list>")
+        ['self', 'stream']
     """
+    if ".<internal " in path:
+        path = path[:path.index(".<internal ")]
     if ":" in path:
         path = path.rsplit(":", 1)[1]
     out: list[str] = []

@@ -6,6 +6,11 @@ methods, partials, exceptions and their traceback frames, generators -- down to 
 and from tensors through their ``grad_fn`` graphs to the tensors saved for backward.
 Every object is attributed to the first path that reaches it (see
 :mod:`torchmem.doctor.culprit` for the snapshot built from it).
+
+Other objects whose class is implemented in C (``itertools.cycle``, ``map``, an
+``lru_cache`` wrapper, extension types) are opened with ``gc.get_referents``, with the
+path step ``.<internal TYPE>`` (:mod:`torchmem.doctor.internals`), after every named root
+(:meth:`_Walker.finish`): what a variable also reaches is the variable's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import torch
 
 from torchmem.collect.graph import storage_key, storage_nbytes
 from torchmem.doctor.graph_walk import walk_graph
+from torchmem.doctor.internals import internal_refs, native
+from torchmem.doctor.item_sizes import estimated_bytes, last_item_type
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.roots import _ATOMIC, _frame_locals
 from torchmem.doctor.value_kinds import value_kinds
@@ -93,6 +100,8 @@ class _Walker:
         #: ``samples`` to a dict to collect them; see :attr:`PathStats.survived`)
         self.samples: dict[str, list[Any]] | None = None
         self._leaf_type: type | None = None
+        #: internal references of C objects, walked after the named roots (:meth:`finish`)
+        self.internal: list[tuple[Any, str, PathStats, list[PathStats], int, str]] = []
 
     # -- bookkeeping ------------------------------------------------------------
     def _stats(self, path: str, kind: str, obj: Any, depth: int, root: str, **extra: Any) -> PathStats:
@@ -100,6 +109,8 @@ class _Walker:
                           **extra)
         if isinstance(obj, (list, tuple, dict, set, frozenset, deque)):
             stats.items = len(obj)
+            stats.item_bytes = estimated_bytes(obj)
+            stats.item_type = last_item_type(obj)
             if isinstance(obj, deque):
                 stats.capacity = obj.maxlen
         stats.holds = value_kinds(obj)
@@ -311,23 +322,48 @@ class _Walker:
             modname = getattr(cls, "__module__", "") or ""
             if modname.startswith(_SKIP_CLASS_MODULES) and not isinstance(obj, torch.utils.data.Dataset):
                 continue
-            self._attributes(obj, parent, tracked, depth, root, push)
+            covered = self._attributes(obj, parent, tracked, depth, root, push)
+            if native(cls):  # what it references beyond its attributes: for finish()
+                self.internal.extend((ref, parent.path + step, parent, tracked, depth + 1, root)
+                                     for ref, step in internal_refs(obj, covered))
+
+    def finish(self) -> None:
+        """Walk what C objects reference internally (noted during the walk), once every
+        named root has been walked: what a variable reaches stays the variable's. Opening
+        those may note more; they are walked in turn, within the walk's budget."""
+        while self.internal:
+            pending, self.internal = self.internal, []
+            for obj, path, parent, tracked, depth, root in pending:
+                if id(obj) in self.seen:
+                    continue
+                s, t = self._child(obj, path, "internal", parent, tracked, depth, root)
+                self._walk(obj, s, t, depth, root)
+                if self.snap.truncated:
+                    self.internal.clear()
+                    return
 
     def _attributes(self, obj: Any, parent: PathStats, tracked: list[PathStats], depth: int,
-                    root: str, push: Callable[[Any], None]) -> None:
+                    root: str, push: Callable[[Any], None]) -> set[int]:
+        """Push ``obj``'s ``__dict__``/``__slots__`` values; return the ids they cover (the
+        values and the ``__dict__`` itself)."""
+        covered: set[int] = set()
         try:
-            attrs = dict(vars(obj))
+            own = vars(obj)
+            covered.add(id(own))
+            attrs = dict(own)
         except TypeError:
             attrs = {}
         for name in getattr(type(obj), "__slots__", ()) if not attrs else ():
             if isinstance(name, str) and hasattr(obj, name):
                 attrs[name] = getattr(obj, name, None)
         for name, value in attrs.items():
+            covered.add(id(value))
             if isinstance(value, _ATOMIC) or not isinstance(name, str):
                 continue
             s, t = self._child(value, f"{parent.path}.{name}", "attribute", parent, tracked,
                                depth + 1, root, owner=obj)
             push((value, s, t, depth + 1))
+        return covered
 
     def _module(self, mod: torch.nn.Module, parent: PathStats, tracked: list[PathStats],
                 depth: int, root: str, push: Callable[[Any], None]) -> None:

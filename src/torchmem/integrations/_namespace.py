@@ -31,7 +31,8 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
-from torchmem.doctor.fixes import TITLES, fix_for
+from torchmem.doctor.fixes import TITLES, fix_for, internal_advice
+from torchmem.doctor.internals import internal_owner
 from torchmem.doctor.source import Statement, _Finder, best_statement, parse_path
 from torchmem.model.capture import Culprit, Finding
 from torchmem.units import MiB, format_bytes, format_delta
@@ -219,6 +220,9 @@ def _out_fix(path: str) -> str:
 def _fix(cause: str, stats: PathStats, stmt: Statement | None) -> str:
     if stats.path.startswith("Out[") or stats.path == "Out":
         return _out_fix(stats.path)
+    owner = internal_owner(stats.path)
+    if owner is not None:  # inside an object implemented in C: advice about the object
+        return internal_advice(owner, None, stmt)
     where = f" (line {stmt.line} of {stmt.file}: `{stmt.code}`)" if stmt else ""
     if cause == "eval_graph" and stats.items is None and stats.grad_tensors == 1:
         return (f"free the graph: `del {stats.path}` (or keep `{stats.path} = "

@@ -37,7 +37,8 @@ class HolderPath(Record):
         path: the expression as the user writes it (``self.stats.total``,
             ``logs['loss'][3]``, ``model[4].weight.grad``, ``loss.grad_fn``).
         kind: the last hop: ``local``, ``global``, ``attribute``, ``item``, ``closure``,
-            ``cache``, ``grad``, ``graph`` or ``traceback``.
+            ``cache``, ``grad``, ``graph``, ``traceback`` or ``internal`` (inside an object
+            implemented in C: ``stream.<internal list>``).
         detail: that hop in words (``saved for backward by MmBackward0``, ``local
             `batch` of train``, ``a view of it (same storage)``).
         file, line, code: the statement that put it there, when the source says so.

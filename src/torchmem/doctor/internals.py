@@ -1,0 +1,128 @@
+"""What an object implemented in C references beyond its attributes: the walks' last hop.
+
+An ``itertools.cycle`` keeps every item it has yielded in a list of its own; a ``map``
+object its function and iterator; an ``lru_cache`` wrapper its cache; an extension type
+whatever its C struct points to. Python shows none of that as attributes, but the cyclic
+garbage collector can list it: :func:`gc.get_referents` (only for objects the collector
+tracks; others report nothing). The doctor's walks (:mod:`torchmem.doctor.walker`,
+:mod:`torchmem.doctor.holder_hops`) follow those references for objects of a class
+implemented in C (:func:`native`) that no other rule of theirs opens, and name each with
+the path step ``.<internal TYPE>`` (:func:`internal_refs`).
+
+No reference is kept beyond the call: the class cache holds weak references only.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import types
+import weakref
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterator
+
+if TYPE_CHECKING:
+    from torchmem.doctor.source import Statement
+
+__all__ = ["native", "internal_refs", "internal_owner", "binding_statement", "describe",
+           "INTERNAL_STEP"]
+
+_HEAPTYPE = 1 << 9
+_IMMUTABLETYPE = 1 << 8
+#: references never followed: values with nothing inside, classes and modules
+_SKIP = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice, type,
+         types.ModuleType, types.BuiltinFunctionType, types.CodeType, memoryview)
+#: how a path step into what a C object references internally starts
+INTERNAL_STEP = ".<internal "
+#: class -> whether some class of its MRO is implemented in C
+_NATIVE: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
+
+
+def native(cls: type) -> bool:
+    """True when a class of ``cls``'s MRO (``object`` aside) is implemented in C: a static
+    type, or one built from a C spec (immutable). Its instances may hold references that
+    neither ``__dict__`` nor ``__slots__`` shows. A class written in Python is not.
+
+    Example:
+        >>> import itertools
+        >>> native(itertools.cycle), native(type("A", (), {}))
+        (True, False)
+    """
+    try:
+        return _NATIVE[cls]
+    except (KeyError, TypeError):
+        pass
+    found = any(not (c.__flags__ & _HEAPTYPE) or bool(c.__flags__ & _IMMUTABLETYPE)
+                for c in cls.__mro__ if c is not object)
+    try:
+        _NATIVE[cls] = found
+    except TypeError:  # a class without weak references: not cached
+        pass
+    return found
+
+
+def internal_refs(obj: Any, covered: AbstractSet[int] = frozenset()) -> Iterator[tuple[Any, str]]:
+    """(referent, path step) for what ``obj`` references internally, leaving out what
+    ``covered`` (ids: its ``__dict__`` and attribute values, walked as attributes already)
+    and values with nothing inside. The step is ``.<internal TYPE>``, and
+    ``.<internal TYPE #2>``, ``#3``... for further referents of the same type, in the
+    order the collector lists them (the same for every snapshot of one object).
+
+    Example:
+        >>> import itertools
+        >>> it = itertools.cycle(iter([[1.0]]))
+        >>> _ = next(it)
+        >>> [step for _, step in internal_refs(it)]
+        ['.<internal list_iterator>', '.<internal list>']
+    """
+    try:
+        refs = gc.get_referents(obj)
+    except Exception:  # noqa: BLE001 - an object that cannot be traversed: not opened
+        return
+    counts: dict[str, int] = {}
+    for ref in refs:
+        if isinstance(ref, _SKIP) or id(ref) in covered:
+            continue
+        name = type(ref).__name__
+        n = counts[name] = counts.get(name, 0) + 1
+        yield ref, f"{INTERNAL_STEP}{name}>" if n == 1 else f"{INTERNAL_STEP}{name} #{n}>"
+
+
+def internal_owner(path: str) -> str | None:
+    """The path of the C object whose internal reference ``path`` goes through (``stream``
+    for ``stream.<internal list>``), or None for a path without such a step.
+
+    Example:
+        >>> internal_owner("self.stream.<internal list>"), internal_owner("logs['a']")
+        ('self.stream', None)
+    """
+    at = path.find(INTERNAL_STEP)
+    return path[:at] if at > 0 else None
+
+
+def binding_statement(path: str, files: list[str], function: str | None,
+                      owner_type: str | None) -> "Statement | None":
+    """For a path inside a C object (``dataloader.<internal list>``), the statement that
+    binds the object by calling its type (``dataloader = itertools.cycle(dataloader)``
+    for a ``cycle``), among the statements that bind the object's name; None when there
+    is no such statement (or ``path`` is not inside a C object)."""
+    from torchmem.doctor.source import best_statement, find_statements
+
+    if owner_type is None or internal_owner(path) is None:
+        return None
+    call = re.compile(r"(?<![\w])" + re.escape(owner_type) + r"\s*\(")
+    found = [s for s in find_statements(path, files)
+             if s.kind in ("assign", "rebind") and s.value and call.search(s.value)]
+    return best_statement(found, "container", function=function)
+
+
+def describe(path: str, owner_type: str | None, inner_type: str) -> str:
+    """The evidence line that says what a path inside a C object is.
+
+    Example:
+        >>> describe("stream.<internal list>", "cycle", "list")[:46]
+        '`stream` is a `cycle` object implemented in C;'
+    """
+    owner = internal_owner(path)
+    what = f"a `{owner_type}` object" if owner_type else "an object"
+    return (f"`{owner}` is {what} implemented in C; `{path}` is a {inner_type} it references "
+            "internally (no attribute names it: found with gc.get_referents)")
