@@ -24,7 +24,7 @@ from torchmem.lint.children import child_nodes
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
-__all__ = ["no_grad_functions", "mentions_no_grad"]
+__all__ = ["file_functions", "no_grad_functions", "mentions_no_grad"]
 
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 #: (None, name) for a top-level function; ("self", name) for the methods of that name of
@@ -40,10 +40,9 @@ def mentions_no_grad(source: str | bytes) -> bool:
     return "no_grad" in source or "inference_mode" in source
 
 
-def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
-                      ) -> frozenset[int]:
-    """``id()`` of every function/method node of ``tree`` whose calls in the file all run
-    with autograd recording off (call it only when :func:`mentions_no_grad`)."""
+def file_functions(tree: ast.Module) -> dict[_Key, list[ast.AST]]:
+    """The functions a call in the file can reach: ``(None, name)`` for the top-level
+    functions, ``("self", name)`` for the methods of that name of every class."""
     defs: dict[_Key, list[ast.AST]] = {}
     for stmt in tree.body:
         if isinstance(stmt, _FUNC_TYPES):
@@ -52,6 +51,14 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
             for sub in stmt.body:
                 if isinstance(sub, _FUNC_TYPES):
                     defs.setdefault(("self", sub.name), []).append(sub)
+    return defs
+
+
+def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
+                      ) -> frozenset[int]:
+    """``id()`` of every function/method node of ``tree`` whose calls in the file all run
+    with autograd recording off (call it only when :func:`mentions_no_grad`)."""
+    defs = file_functions(tree)
     if not defs:
         return frozenset()
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from torchmem.lint.callers import file_functions
 from torchmem.lint.children import child_nodes
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
@@ -246,14 +247,7 @@ def eval_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
                    ) -> frozenset[int]:
     """``id()`` of every function/method node of ``tree`` whose calls in the file are all
     evaluation calls (call it only when :func:`mentions_eval`)."""
-    defs: dict[_Key, list[ast.AST]] = {}
-    for stmt in tree.body:
-        if isinstance(stmt, _FUNC_TYPES):
-            defs.setdefault((None, stmt.name), []).append(stmt)
-        elif isinstance(stmt, ast.ClassDef):
-            for sub in stmt.body:
-                if isinstance(sub, _FUNC_TYPES):
-                    defs.setdefault(("self", sub.name), []).append(sub)
+    defs = file_functions(tree)
     if not defs:
         return frozenset()
     scan = _Scan(defs, qualname)
