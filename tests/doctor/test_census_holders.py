@@ -391,3 +391,43 @@ def test_forwards_that_were_a_training_step_give_back_the_evaluation_peak_before
     assert census._eval == (base, base)
     census.drop_pass({"pass": 1, "from_counter": 1, "whole": True})  # not the pass in progress
     assert census.moments["eval_peak"].note == "evaluation pass 1, after its forward 1"
+
+
+# 40 equal outputs kept in a list; the newest is also the local `out`
+TIES = """
+import torch
+
+model = torch.nn.Linear(64, 256)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+kept = []
+for step in range(40):
+    out = model(torch.randn(128, 64))
+    kept.append(out)
+    opt.zero_grad()
+    out.square().mean().backward(retain_graph=True)
+    opt.step()
+"""
+
+
+def test_equal_storages_are_shown_by_their_holder_path_not_by_census_order(tmp_path):
+    """Which of many equal storages the report shows is decided by their paths
+    (`kept[0]`, `kept[1]`: numbers as numbers), the same on every run."""
+    code, _, capture, _, _ = _doctor(tmp_path, TIES)
+    assert code == 0
+    for moment in capture.holders:
+        outs = _held(moment, 128 * 256 * 4)
+        paths = [s.holders[0].path for s in outs if s.holders]
+        assert paths, moment
+        assert paths == [f"kept[{i}]" for i in range(len(paths))], (moment.when, paths)
+
+
+def test_ties_and_natural_order_helpers():
+    from torchmem.doctor.census_holders import _natural, _with_ties
+
+    words = lambda e: e[0]  # noqa: E731
+    rows = [(5, "a"), (3, "b"), (3, "c"), (3, "d"), (1, "e")]
+    assert _with_ties(rows, 2, words) == rows[:4]  # the 2nd ties with two more
+    assert _with_ties(rows, 1, words) == rows[:1]
+    assert _with_ties(rows, 9, words) == rows
+    assert _with_ties(rows, 0, words) == []
+    assert sorted(["xs[10]", "xs[2]", "xs[1]"], key=_natural) == ["xs[1]", "xs[2]", "xs[10]"]

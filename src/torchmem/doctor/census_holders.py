@@ -41,6 +41,7 @@ Nothing of the script is kept: the moments are plain data.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from types import FrameType
@@ -261,19 +262,32 @@ def describe_census(census: Any, when: str, step: int, used: dict[str, int],
         return HoldersMoment(when=when, step=max(int(step), 0), used=dict(used),
                              tensor_bytes=int(census.total_bytes))
     rank = {role: i for i, role in enumerate(ROLES)}
-    ranked = sorted(census.storages, key=lambda e: (  # ties of size: in words, stably
-        -e.nbytes, rank.get(e.role, len(rank)), e.name or "", e.device))
-    entries = ranked[:top]
-    seen = {e.key for e in entries}
-    entries += [e for e in ranked if e.role not in _OWNED and e.key not in seen
-                and e.nbytes >= MIN_UNOWNED][:unowned]
+
+    def words(e: Any) -> tuple[Any, ...]:
+        return (-e.nbytes, rank.get(e.role, len(rank)), e.name or "", e.device)
+
+    ranked = sorted(census.storages, key=words)
+    # candidates: the first `top` and the first `unowned` no module or optimizer owns, with
+    # the storages that tie with the last of each (up to `top` of the latter may be shown
+    # among the first)
+    top_rows = _with_ties(ranked, top, words)
+    free = [e for e in ranked if e.role not in _OWNED and e.nbytes >= MIN_UNOWNED]
+    unowned_rows = _with_ties(free, unowned + top, words)
     walked: list[int] = []
     roots = _roots(frame, is_user, main_globals)
     try:
-        found = search(roots, {e.key for e in entries}, set(), max_paths=MAX_PATHS,
-                       max_objects=MAX_OBJECTS, walked=walked)
+        found = search(roots, {e.key for e in top_rows + unowned_rows}, set(),
+                       max_paths=MAX_PATHS, max_objects=MAX_OBJECTS, walked=walked)
     finally:
         roots.clear()
+
+    def by_path(e: Any) -> tuple[Any, ...]:  # equal in words: the first holder decides
+        holders = found[e.key].holders if e.key in found else ()
+        return (*words(e), _natural(holders[0].path) if holders else ((2, ""),))
+
+    entries = sorted(top_rows, key=by_path)[:top]
+    shown = {e.key for e in entries}
+    entries += sorted((e for e in unowned_rows if e.key not in shown), key=by_path)[:unowned]
     visited = walked[0] if walked else 0
     complete = visited < MAX_OBJECTS
     rows = []
@@ -292,6 +306,30 @@ def describe_census(census: Any, when: str, step: int, used: dict[str, int],
                          tensor_bytes=int(census.total_bytes), storages=tuple(rows),
                          walked=visited, complete=complete, lines=births is not None,
                          note=note)
+
+
+#: storages equal in size, role and name to the last one shown that are searched too, so
+#: that the ones shown are chosen by their holder's path, not by the census's order
+MAX_TIES = 64
+
+
+def _with_ties(ranked: list[Any], n: int, words: Callable[[Any], Any]) -> list[Any]:
+    """The first ``n`` of ``ranked`` and those after them that tie with the n-th."""
+    if len(ranked) <= n or n <= 0:
+        return ranked[:max(n, 0)]
+    last = words(ranked[n - 1])
+    out = ranked[:n]
+    for e in ranked[n:n + MAX_TIES]:
+        if words(e) != last:
+            break
+        out.append(e)
+    return out
+
+
+def _natural(path: str) -> tuple[tuple[int, Any], ...]:
+    """``epoch_logits[2]`` before ``epoch_logits[10]``: numbers compared as numbers."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part)
+                 for part in re.split(r"(\d+)", path) if part)
 
 
 def _unreached(entry: Any, walked: int, complete: bool) -> str:
