@@ -17,7 +17,7 @@ import pytest
 from torchmem.analyze.cuda_history import stacks_by_address
 from torchmem.collect.lines import LineRecorder
 from torchmem.collect.sites import SiteFinder
-from torchmem.doctor.line_sites import census_sites
+from torchmem.doctor.line_sites import census_sites, entry_births
 from torchmem.model.census import Census, StorageEntry
 from torchmem.report.holders import made_text
 
@@ -92,6 +92,27 @@ def test_census_sites_join_cuda_storages_by_address():
     assert not any(s.stack for s in plain if s.device != "cpu")
 
 
+def test_the_holders_section_gets_cuda_stacks_read_once_per_census():
+    """The doctor's holders section asks for the stacks of the entries it shows, once per
+    census: CPU storages from the line recorder, CUDA ones from the allocator's blocks."""
+    entries = [_entry(1, 2 << 20, "cuda:0", 1 << 20), _entry(2, 2 << 20, "cuda:0", 4 << 20),
+               _entry(4, 1 << 10, "cpu", None)]
+    reads = []
+
+    def stacks():
+        reads.append(1)
+        return stacks_by_address(SEGMENTS, is_user)
+
+    made = entry_births(entries, LineRecorder(SiteFinder(is_user)), stacks)
+    assert len(reads) == 1
+    window, stack = made[1]
+    assert window == "a profiled step" and (stack[0].file, stack[0].line) == (
+        "/project/train.py", 30)
+    assert made[2] == (None, ()) and made[4] == (None, ())  # no frames; not profiled
+    entry_births(entries[2:], LineRecorder(SiteFinder(is_user)), stacks)
+    assert len(reads) == 1  # no device storage shown: the allocator is not read
+
+
 SCRIPT = textwrap.dedent("""
     import torch
     model = torch.nn.Linear(512, 512).cuda()
@@ -127,6 +148,11 @@ def test_doctor_lines_names_where_a_kept_cuda_storage_was_made(tmp_path):
     assert any(f["file"].endswith("cuda_keep.py") and f["line"] == line
                for s in made for f in s["stack"]), made
     assert all(s["made_in"] == "a profiled step" for s in made)
+    # the holders section (who keeps it, where it was made) shows the same stacks
+    held = [s for m in data["holders"] for s in m["storages"]
+            if s["device"] == "cuda:0" and s["stack"]]
+    assert any(f["file"].endswith("cuda_keep.py") and f["line"] == line
+               for s in held for f in s["stack"]), data["holders"]
 
 
 def test_made_text_says_where_a_cuda_storage_was_made_or_why_not():

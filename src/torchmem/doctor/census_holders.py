@@ -76,7 +76,9 @@ MAX_OBJECTS = 200_000
 
 _OWNED = ("parameter", "buffer", "gradient", "optimizer_state")
 
-Births = Callable[[int], "tuple[str | None, tuple[StackFrame, ...]]"]
+#: with ``--lines``: the census entries shown -> ``key -> (window, allocating stack)``
+#: (one call per census, so that a device's stacks are read once for all its entries)
+Births = Callable[[list[Any]], "dict[int, tuple[str | None, tuple[StackFrame, ...]]]"]
 
 
 class PeakCensus:
@@ -87,7 +89,8 @@ class PeakCensus:
             the one at the failure, else the one at the peak (None before the first).
         step: the step of ``census``.
         moments: ``when`` -> :class:`HoldersMoment`.
-        births: with ``--lines``: storage key -> (window, allocating stack).
+        births: with ``--lines``: the entries shown -> their (window, allocating stack)
+            by storage key (see :data:`Births`).
         walk: describe who holds the largest storages (False: censuses only, as
             ``torchmem lines`` takes them; it finds its holders itself).
     """
@@ -290,13 +293,13 @@ def describe_census(census: Any, when: str, step: int, used: dict[str, int],
     entries += sorted((e for e in unowned_rows if e.key not in shown), key=by_path)[:unowned]
     visited = walked[0] if walked else 0
     complete = visited < MAX_OBJECTS
+    made = births(entries) if births is not None else {}
     rows = []
     for e in entries:
         paths = tuple(HolderPath(path=h.path, kind=h.kind, detail=h.detail, file=h.file,
                                  line=h.line, code=h.code, function=h.function)
                       for h in (found[e.key].holders if e.key in found else ()))
-        made_in, stack = births(e.key) if births is not None and e.device == "cpu" \
-            else (None, ())
+        made_in, stack = made.get(e.key, (None, ()))
         rows.append(HeldStorage(
             nbytes=int(e.nbytes), device=e.device, dtype=e.dtype or "",
             shape=tuple(e.shapes[0]) if e.shapes else (), role=e.role, name=e.name,

@@ -41,7 +41,7 @@ from torchmem.analyze.line_windows import LineTotals, rank_rows, retaining_rows
 from torchmem.collect.cuda_lines import CudaLineRecorder
 from torchmem.collect.lines import LineRecorder
 from torchmem.collect.sites import SiteFinder, is_user_file
-from torchmem.doctor.line_sites import birth_site, census_roles, census_sites, peak_sites
+from torchmem.doctor.line_sites import census_roles, census_sites, entry_births, peak_sites
 from torchmem.doctor.runner import Outcome, Probe, Run
 from torchmem.model.lines import AllocationSite, LineProfile, LineRecord, LineWindow
 
@@ -193,7 +193,8 @@ class LinesProbe(Probe):
             self.doctor.on_start(run)
             peaks = getattr(self.doctor, "peaks", None)
             if peaks is not None:  # the doctor's largest storages get their stacks
-                peaks.births = lambda key: birth_site(self.cpu, key)
+                peaks.births = lambda entries: entry_births(
+                    entries, self.cpu, self.cuda.block_stacks if self.cuda is not None else None)
         self.cpu.install()
         self._begin(0, "setup")
 

@@ -25,7 +25,7 @@ from torchmem.collect.lines import Birth, LineRecorder
 from torchmem.doctor.holders import holder_paths
 from torchmem.model.lines import AllocationSite, StackFrame
 
-__all__ = ["census_sites", "census_roles", "peak_sites", "birth_site", "TOP"]
+__all__ = ["census_sites", "census_roles", "entry_births", "peak_sites", "birth_site", "TOP"]
 
 #: how many of the largest storages are described at each moment, and how many of the
 #: largest that no module or optimizer owns (where leaks show) on top of those
@@ -59,16 +59,38 @@ def _shape_dtype(birth: Birth | None) -> tuple[tuple[int, ...] | None, str | Non
     return birth[2][1], birth[2][2]
 
 
-def _device_stack(frames: tuple[tuple[str, int, str, bool], ...]) -> tuple[StackFrame, ...]:
+DeviceStacks = Mapping[int, tuple[tuple[str, int, str, bool], ...]]
+
+
+def _device_site(entry: Any, device_stacks: DeviceStacks | None
+                 ) -> tuple[str | None, tuple[StackFrame, ...]]:
+    """(window, stack) of a device storage from the allocator block at its address:
+    blocks only carry a stack when made in a profiled step, which one is not known."""
+    frames = device_stacks.get(entry.address) if device_stacks and \
+        entry.address is not None else None
+    if not frames:
+        return None, ()
     out = [StackFrame(file=f[0], line=max(f[1], 0), function=f[2], user=f[3]) for f in frames]
-    return tuple(f for f in out if f.user) + tuple(f for f in out if not f.user)
+    return "a profiled step", tuple(f for f in out if f.user) + tuple(
+        f for f in out if not f.user)
+
+
+def entry_births(entries: list[Any], recorder: LineRecorder,
+                 device_stacks: Callable[[], DeviceStacks] | None
+                 ) -> dict[int, tuple[str | None, tuple[StackFrame, ...]]]:
+    """``key -> (window, allocating stack)`` of census entries: CPU storages from the line
+    recorder's tags, device storages from the allocator's blocks (``device_stacks`` is
+    called once, only when a device storage is among ``entries``)."""
+    stacks = device_stacks() if device_stacks is not None and any(
+        e.device != "cpu" for e in entries) else None
+    return {e.key: birth_site(recorder, e.key) if e.device == "cpu"
+            else _device_site(e, stacks) for e in entries}
 
 
 def census_sites(census: Any, when: str, step: int, recorder: LineRecorder,
                  frame: FrameType | None, main_globals: dict[str, Any] | None,
                  is_user: Callable[[str], bool],
-                 device_stacks: Mapping[int, tuple[tuple[str, int, str, bool], ...]] | None
-                 = None) -> list[AllocationSite]:
+                 device_stacks: DeviceStacks | None = None) -> list[AllocationSite]:
     """Allocation sites of the census's largest storages, and of the largest that no
     module or optimizer owns (``when``: census or oom). ``device_stacks``: the
     allocating stacks of CUDA blocks by address (made in profiled steps), joined with
@@ -96,9 +118,8 @@ def census_sites(census: Any, when: str, step: int, recorder: LineRecorder,
         if e.name:
             holder = f"{holder} ({e.name})" if holder else e.name
         made_in, stack = recorder.made_in(birth), _stack(birth)
-        device_frames = (device_stacks or {}).get(e.address) if e.address is not None else None
-        if device_frames:
-            made_in, stack = "a profiled step", _device_stack(device_frames)
+        if e.device != "cpu":
+            made_in, stack = _device_site(e, device_stacks)
         out.append(AllocationSite(
             when=when, step=max(int(step), 0), nbytes=int(e.nbytes), device=e.device,
             dtype=e.dtype or dtype, shape=tuple(e.shapes[0]) if e.shapes else shape,
