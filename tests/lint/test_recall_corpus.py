@@ -1,16 +1,20 @@
 """Integrity of the lint recall corpora: data only, not the linter's recall.
 
-Two corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
-its commits) and ``benchmarks/lint_recall_holdout`` (commits from other repositories, kept
-out of that work, scored once). Each entry of ``commits.json`` names a real public fix commit, and its directory holds small
-adapted excerpts of the file before and after the fix. These tests check that the corpus is
+Three corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
+its commits), ``benchmarks/lint_recall_holdout`` (commits from other repositories, scored
+once, then used to build mechanisms) and ``benchmarks/lint_recall_holdout2`` (commits from
+yet other repositories, chosen without running the linter, to be scored once). Each entry of
+``commits.json`` names a real public fix commit, and its directory holds small adapted
+excerpts of the file before and after the fix. These tests check that each corpus is
 well-formed so that ``benchmarks/lint_recall.py`` measures what it claims: valid JSON, files
 present and parseable, line numbers inside the files and on statements, links and full SHAs.
+They never run the linter, so they do not score a corpus.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import re
 from pathlib import Path
@@ -22,7 +26,8 @@ from torchmem.lint.registry import _load
 ROOT = Path(__file__).resolve().parents[2]
 #: corpus directory -> the fewest commits it must hold
 CORPORA = {ROOT / "benchmarks" / "lint_recall": 40,
-           ROOT / "benchmarks" / "lint_recall_holdout": 15}
+           ROOT / "benchmarks" / "lint_recall_holdout": 15,
+           ROOT / "benchmarks" / "lint_recall_holdout2": 20}
 
 
 def _entries(corpus: Path) -> list:
@@ -59,10 +64,15 @@ def test_corpus_is_a_list_of_enough_distinct_commits(corpus):
     assert {p.name for p in corpus.iterdir() if p.is_dir()} == set(ids)
 
 
-def test_holdout_shares_no_repository_or_commit_with_the_main_corpus():
-    main, holdout = (_entries(c) for c in CORPORA)
-    assert not {e["repo"].lower() for e in main} & {e["repo"].lower() for e in holdout}
-    assert not {e["commit"] for e in main} & {e["commit"] for e in holdout}
+PAIRS = list(itertools.combinations(CORPORA, 2))
+
+
+@pytest.mark.parametrize(("first", "second"), PAIRS,
+                         ids=[f"{a.name}-{b.name}" for a, b in PAIRS])
+def test_corpora_share_no_repository_or_commit(first, second):
+    one, other = _entries(first), _entries(second)
+    assert not {e["repo"].lower() for e in one} & {e["repo"].lower() for e in other}
+    assert not {e["commit"] for e in one} & {e["commit"] for e in other}
 
 
 @pytest.mark.parametrize(("corpus", "entry"), CASES, ids=CASE_IDS)
