@@ -161,9 +161,10 @@ def _stored(node: ast.AST) -> tuple[str, ast.expr] | None:
 
 
 def _placed(node: ast.AST) -> bool:
-    """``x.to(out_device)`` / ``x.cuda()`` as the kept value: the code chose where it goes."""
+    """``x.to(out_device)`` / ``x.cuda()`` as the kept value: the code chose where it goes;
+    ``out.argmax(1)``: one index per sample, too small to matter."""
     return type(node) is ast.Call and type(node.func) is ast.Attribute and \
-        node.func.attr in ("to", "cuda")
+        node.func.attr in ("to", "cuda", "argmax", "argmin")
 
 
 _SINK_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
