@@ -42,7 +42,8 @@ _OFF_DEVICE = frozenset({
     "cpu", "item", "tolist", "numpy", "size", "dim", "numel", "nelement", "element_size",
     "data_ptr", "get_device", "shape", "dtype", "device", "ndim", "is_cuda", "keys",
     "__len__", "storage_offset", "stride", "is_contiguous", "requires_grad"})
-_ACC_METHODS = frozenset({"append", "appendleft", "extend", "insert"})
+#: ``insert`` left out: ``loader.insert(src, dst)`` is not always a list's
+_ACC_METHODS = frozenset({"append", "appendleft", "extend"})
 _DEVICE_WORDS = ("device", "cuda", "gpu")
 _OFF_BUILTINS = frozenset({"float", "int", "bool", "str", "len", "list", "repr", "print"})
 
@@ -140,7 +141,7 @@ def _stored(node: ast.AST) -> tuple[str, ast.expr] | None:
         if type(func) is not ast.Attribute or func.attr not in _ACC_METHODS:
             return None
         args = node.args  # type: ignore[attr-defined]
-        if len(args) != (2 if func.attr == "insert" else 1) or node.keywords:  # type: ignore[attr-defined]
+        if len(args) != 1 or node.keywords:  # type: ignore[attr-defined]
             return None
         recv = func.value
         while type(recv) is ast.Subscript:
