@@ -66,6 +66,37 @@ def _own_calls(fn: ast.AST) -> list[ast.Call]:
     return out
 
 
+def _covered(fn: ast.AST, found: dict[int, list[int]],
+             defs: dict[tuple[str | None, str], list[ast.AST]], memo: dict[int, bool]) -> bool:
+    """Whether a finding inside ``fn``, or inside a function of the file it calls while
+    running no model itself, covers the calls of ``fn``."""
+    key = id(fn)
+    if key in memo:
+        return memo[key]
+    memo[key] = False  # recursion: not covered through itself
+    if key in found:
+        memo[key] = True
+        return True
+    if not isinstance(fn, _FUNCS):
+        return False
+    calls = _own_calls(fn)
+    if any(has_weights(c, fn, methods=True) for c in calls):
+        return False  # runs a model itself: its call sites stay
+    for call in calls:
+        func = call.func
+        if type(func) is ast.Name:
+            targets = defs.get((None, func.id), ())
+        elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
+                func.value.id == "self":
+            targets = defs.get(("self", func.attr), ())
+        else:
+            continue
+        if any(_covered(t, found, defs, memo) for t in targets):
+            memo[key] = True
+            return True
+    return False
+
+
 def settle(ctx: Context) -> None:
     """Drop the call-site findings whose callee is covered (call at the module's end)."""
     sites = ctx.scratch.pop(_SITES, None)
@@ -75,36 +106,9 @@ def settle(ctx: Context) -> None:
     defs = file_functions(ctx.tree)
     memo: dict[int, bool] = {}
 
-    def covered(fn: ast.AST) -> bool:
-        key = id(fn)
-        if key in memo:
-            return memo[key]
-        memo[key] = False  # recursion: not covered through itself
-        if key in found:
-            memo[key] = True
-            return True
-        if not isinstance(fn, _FUNCS):
-            return False
-        calls = _own_calls(fn)
-        if any(has_weights(c, fn, methods=True) for c in calls):
-            return False  # runs a model itself: its call sites stay
-        for call in calls:
-            func = call.func
-            if type(func) is ast.Name:
-                targets = defs.get((None, func.id), ())
-            elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
-                    func.value.id == "self":
-                targets = defs.get(("self", func.attr), ())
-            else:
-                continue
-            if any(covered(t) for t in targets):
-                memo[key] = True
-                return True
-        return False
-
     dropped: dict[int, list[int]] = {}  # callee id -> lines of its dropped call sites
     for index, callee in sites:
-        if covered(callee):
+        if _covered(callee, found, defs, memo):
             dropped.setdefault(id(callee), []).append(ctx.violations[index].line)
     if not dropped:
         return
