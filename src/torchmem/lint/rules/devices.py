@@ -127,9 +127,10 @@ class _Device:
         receiver = func.value
         if self.on(receiver, depth + 1):
             return True  # out.argmax(1), moved_module.method(x)
+        rkey = key_of(receiver)
         module = self.ctx.flow.is_forward(node, strict=True) or \
-            self.ctx.kind(receiver) & MODEL or (key_of(receiver) is not None and
-                                                is_model_name(last_name(key_of(receiver))))
+            self.ctx.kind(receiver) & MODEL or (rkey is not None and
+                                                is_model_name(last_name(rkey)))
         return bool(module) and any(self.on(a, depth + 1) for a in args)
 
 
@@ -183,7 +184,7 @@ def _moved_off_after(key: str, loop: ast.AST, ctx: Context) -> bool:
     end = getattr(loop, "end_lineno", None) or 0
     parents: dict[int, ast.AST] = {}
     uses: list[ast.Name] = []
-    todo = [fn]
+    todo: list[ast.AST] = [fn]
     while todo:
         node = todo.pop()
         for child in ast.iter_child_nodes(node):
@@ -196,27 +197,32 @@ def _moved_off_after(key: str, loop: ast.AST, ctx: Context) -> bool:
             todo.append(child)
     if not uses:
         return False
-    for use in uses:
-        node: ast.AST = use
-        while True:
-            parent = parents.get(id(node))
-            t = type(parent)
-            if t in (ast.List, ast.Tuple, ast.Starred) or t is ast.Subscript and \
-                    parent.value is node or t is ast.keyword and parent.arg is None:
+    return all(_moved_off(use, parents, ctx) for use in uses)
+
+
+def _moved_off(use: ast.AST, parents: dict[int, ast.AST], ctx: Context) -> bool:
+    """Whether ``use`` (a name) is, through lists, items and concatenations, moved to the
+    CPU or handed to NumPy, pickle, JSON or ``torch.save``."""
+    node = use
+    while True:
+        parent = parents.get(id(node))
+        if parent is None:
+            return False
+        t = type(parent)
+        item = t is ast.Subscript and parent.value is node  # type: ignore[attr-defined]
+        spread = t is ast.keyword and parent.arg is None  # type: ignore[attr-defined]
+        if t in (ast.List, ast.Tuple, ast.Starred) or item or spread:
+            node = parent
+            continue
+        if t is ast.Call and node is not parent.func:  # type: ignore[attr-defined]
+            qual = ctx.qualname(parent.func) or ""  # type: ignore[attr-defined]
+            if qual.startswith(_SINK_PREFIXES):
+                return True
+            if qual in _PASS_THROUGH:
                 node = parent
                 continue
-            if t is ast.Call and node is not parent.func:
-                qual = ctx.qualname(parent.func) or ""
-                if qual.startswith(_SINK_PREFIXES):
-                    break
-                if qual in _PASS_THROUGH:
-                    node = parent
-                    continue
-                return False
-            if t is ast.Attribute and parent.attr in _SINK_METHODS:
-                break
             return False
-    return True
+        return t is ast.Attribute and parent.attr in _SINK_METHODS  # type: ignore[attr-defined]
 
 
 @register
