@@ -168,3 +168,49 @@ def test_imported_helper_called_in_evaluation_code(tmp_path):
     (pkg / "metrics.py").write_text(EVAL_HELPERS)
     (pkg / "run.py").write_text(EVAL_CALLER)
     assert found([pkg / "run.py"]) == [("run.py", 8, "TMM103")]
+
+
+METERS = '''\
+class AverageMeter:
+    def __init__(self):
+        self.sum = 0
+        self.count = 0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+
+
+class Printer:
+    def update(self, val, n=1):
+        print(val, n)
+'''
+
+FIT_METER = '''\
+from utils.meters import AverageMeter, Printer
+
+
+def fit(model, loader, optimizer, criterion):
+    losses = AverageMeter()
+    shown = Printer()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.update(loss, x.size(0))
+        losses.update(loss.item(), x.size(0))
+        shown.update(loss, x.size(0))
+    return losses.sum / losses.count
+'''
+
+
+def test_method_of_a_class_imported_from_another_file(tmp_path):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "meters.py").write_text(METERS)
+    (tmp_path / "fit.py").write_text(FIT_METER)
+    # only the meter that keeps its argument, given the loss itself; the finding names the
+    # other file's line
+    assert found([tmp_path / "fit.py"]) == [("fit.py", 12, "TMM101")]
+    result = lint_paths([str(tmp_path / "fit.py")], config=LintConfig(), jobs=1)
+    assert "(meters.py:7)" in result.violations[0].message

@@ -23,8 +23,10 @@ What is not:
     ``backward()`` only in the helper is not read); the imports of the imported file itself (a helper's own helpers
     from a third file are not followed, so reading one helper never cascades through the
     tree); the callers' ``no_grad`` of the imported file.
-    Classes and methods of other files (``from .metrics import Meter; Meter().update(x)``),
-    names re-exported through an ``__init__.py`` from yet another file, star imports,
+    Classes of other files, except the methods called in such a loop on a local name
+    bound to an instance (``meter = AverageMeter()`` with ``from utils import
+    AverageMeter``, then ``meter.update(loss)``; its base classes are looked up in that
+    file only); names re-exported through an ``__init__.py`` from yet another file, star imports,
     installed packages (only ``.py`` files found next to the linted file count),
     anything assigned at run time.
 
@@ -46,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
     from torchmem.lint.summaries import Summaries
 
-__all__ = ["ImportedModule", "find_function", "MAX_UP", "MAX_CACHED"]
+__all__ = ["ImportedModule", "find_class", "find_function", "MAX_UP", "MAX_CACHED"]
 
 #: how many directories above the importing file an absolute import is looked up in
 MAX_UP = 4
@@ -135,6 +137,22 @@ def _parse(path: str) -> ImportedModule | None:
         "enter_loop", "leave_loop", "enter_function", "leave_function")})
     ctx.summaries = summaries
     return ImportedModule(path, ctx, summaries)
+
+
+def find_class(importer: str, qualified: str) -> tuple[ast.ClassDef, ImportedModule] | None:
+    """The top-level class ``qualified`` (``"utils.AverageMeter"``) names, seen from the
+    file ``importer``, and the parsed file that defines it."""
+    if not importer or importer.startswith("<"):
+        return None
+    for path, name in _candidates(importer, qualified):
+        if not os.path.isfile(path):
+            continue
+        module = _load(path)
+        if module is None:
+            return None
+        node = module.summaries.classes.get(name)
+        return (node, module) if node is not None else None
+    return None
 
 
 def find_function(importer: str, qualified: str

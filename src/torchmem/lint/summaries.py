@@ -27,6 +27,7 @@ Known limitations:
 from __future__ import annotations
 
 import ast
+import os
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from torchmem.lint.callbacks import GIVEN_GRAPHS, callback_summary, class_tensor_callables
@@ -64,6 +65,7 @@ class Summary(NamedTuple):
         kept: the stored expression of each entry of ``stores`` and its kind, in order.
         forwards: the callee runs a module's forward pass with autograd recording on
             (directly or through a function it calls).
+        where: the file the callee is defined in, when it is another file (``utils.py``).
     """
 
     returns: int
@@ -72,6 +74,7 @@ class Summary(NamedTuple):
     elements: tuple[int, ...] | None = None
     kept: tuple[tuple[ast.expr, int], ...] = ()
     forwards: bool = False
+    where: str = ""
 
 
 class _Callee(NamedTuple):
@@ -121,17 +124,24 @@ class Summaries:
                     return found
         return None
 
-    def imported(self, qualified: str | None
+    def imported_class(self, qualified: str) -> tuple[ast.ClassDef, ImportedModule] | None:
+        """The class of another file of the tree that an imported name refers to
+        (:func:`torchmem.lint.imported.find_class`), memoised per name."""
+        return self.imported(qualified, classes=True)  # type: ignore[return-value]
+
+    def imported(self, qualified: str | None, classes: bool = False
                  ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ImportedModule] | None:
-        """The function of another file of the tree that an imported name refers to
-        (:func:`torchmem.lint.imported.find_function`), memoised per name."""
+        """The function (or, with ``classes``, the class) of another file of the tree that
+        an imported name refers to (:mod:`torchmem.lint.imported`), memoised per name."""
         if not qualified or not self.path or qualified.partition(".")[0] in _NOT_LOCAL:
             return None
-        if qualified not in self._imported:
-            from torchmem.lint.imported import find_function
+        key = ("class:" if classes else "") + qualified
+        if key not in self._imported:
+            from torchmem.lint.imported import find_class, find_function
 
-            self._imported[qualified] = find_function(self.path, qualified)
-        return self._imported[qualified]
+            find = find_class if classes else find_function
+            self._imported[key] = find(self.path, qualified)  # type: ignore[assignment,operator]
+        return self._imported[key]
 
     def resolve(self, func: ast.expr, flow: Flow, evaluation: bool = False) -> _Callee | None:
         """The function that ``func(...)`` calls, if it can be told: of this file, or a
@@ -157,6 +167,14 @@ class Summaries:
             found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
             return _Callee(found[0], None, False, found[1]) if found else None
         cls_name = flow.ctx.fn.class_name if owner == "self" else flow.instances.get(owner)
+        if cls_name and cls_name.startswith("@"):  # meter = AverageMeter() of another file
+            if not (evaluation or _step_loop(flow)):
+                return None
+            other = self.imported_class(cls_name[1:])
+            if other is None:
+                return None
+            method = other[1].summaries._method(other[0], attr)
+            return _Callee(method, other[0], True, other[1]) if method is not None else None
         cls = self.classes.get(cls_name) if cls_name else None
         if cls is None:
             return None
@@ -225,7 +243,8 @@ class Summaries:
                 saved = module.ctx.no_grad
                 module.ctx.no_grad = int(bool(ctx.no_grad))
                 try:
-                    summary = module.summaries._walk(callee, kinds, module.ctx)
+                    summary = module.summaries._walk(callee, kinds, module.ctx)._replace(
+                        where=os.path.basename(module.path))
                 finally:
                     module.ctx.no_grad = saved
         finally:

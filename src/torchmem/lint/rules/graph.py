@@ -281,16 +281,18 @@ class GraphAccumulation(Rule):
             return
         arg = found.arg
         v = describe(arg)
+        at = f"{found.summary.where}:{found.line}" if found.summary.where else \
+            f"line {found.line}"
         where = "training loop" if training else "loop"
         span = "each call of this training step" if step_fn and not found.loops else \
             f"each iteration of the {where}"
         msg = (f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
-               f"which keeps it in '{found.container}' (line {found.line}), on an object that "
+               f"which keeps it in '{found.container}' ({at}), on an object that "
                f"outlives {span}: every iteration's graph stays alive; "
                f"pass {v}.detach() (or {v}.item() for a scalar)"
                if is_plain_tensor(arg, ctx) else
                f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
-               f"which keeps it in '{found.container}' (line {found.line}), on an object that "
+               f"which keeps it in '{found.container}' ({at}), on an object that "
                f"outlives {span}: every iteration's graph stays alive; pass detached copies "
                f"of its tensors")
         fix = None
