@@ -214,3 +214,37 @@ def test_method_of_a_class_imported_from_another_file(tmp_path):
     assert found([tmp_path / "fit.py"]) == [("fit.py", 12, "TMM101")]
     result = lint_paths([str(tmp_path / "fit.py")], config=LintConfig(), jobs=1)
     assert "(meters.py:7)" in result.violations[0].message
+
+
+TRAINER = '''\
+from utils.meters import AverageMeter
+
+
+class Trainer:
+    def __init__(self, model, loader, optimizer, criterion):
+        self.model, self.loader = model, loader
+        self.optimizer, self.criterion = optimizer, criterion
+        self.losses = AverageMeter()
+        self.shown = AverageMeter()
+        self.other = AverageMeter()
+
+    def reset(self):
+        self.other = None  # not always a meter: its calls stay unknown
+
+    def train_epoch(self):
+        for x, y in self.loader:
+            loss = self.criterion(self.model(x), y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.losses.update(loss, x.size(0))
+            self.shown.update(loss.item(), x.size(0))
+            self.other.update(loss, x.size(0))
+'''
+
+
+def test_method_of_an_attribute_bound_to_an_imported_class(tmp_path):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "meters.py").write_text(METERS)
+    (tmp_path / "trainer.py").write_text(TRAINER)
+    assert found([tmp_path / "trainer.py"]) == [("trainer.py", 21, "TMM101")]

@@ -48,7 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
     from torchmem.lint.summaries import Summaries
 
-__all__ = ["ImportedModule", "find_class", "find_function", "MAX_UP", "MAX_CACHED"]
+__all__ = ["ImportedModule", "find_class", "find_function", "imported_from", "MAX_UP",
+           "MAX_CACHED"]
 
 #: how many directories above the importing file an absolute import is looked up in
 MAX_UP = 4
@@ -170,3 +171,23 @@ def find_function(importer: str, qualified: str
         node = module.summaries.functions.get(name)
         return (node, module) if node is not None else None
     return None
+
+
+#: import roots never looked up as files of the tree (the libraries the kinds know)
+NOT_LOCAL = frozenset({"torch", "torchvision", "torchaudio", "numpy", "math", "os", "sys",
+                       "typing", "collections", "functools", "itertools", "logging",
+                       "transformers", "lightning", "pytorch_lightning"})
+
+
+def imported_from(summaries: Summaries, qualified: str | None, classes: bool = False
+                  ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ImportedModule] | None:
+    """The function (or, with ``classes``, the class) of another file of the tree that an
+    imported name seen from the file of ``summaries`` refers to, memoised there per name."""
+    if not qualified or not summaries.path or qualified.partition(".")[0] in NOT_LOCAL:
+        return None
+    key = ("class:" if classes else "") + qualified
+    memo = summaries._imported
+    if key not in memo:
+        find = find_class if classes else find_function
+        memo[key] = find(summaries.path, qualified)  # type: ignore[assignment,operator]
+    return memo[key]
