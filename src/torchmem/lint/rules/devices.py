@@ -162,6 +162,11 @@ def _stored(node: ast.AST) -> tuple[str, ast.expr] | None:
     return None
 
 
+def _how(text: str) -> str:
+    return (f"'{text}.cpu()', .item() or .tolist(); for a dict or tuple of tensors, each "
+            f"tensor's .cpu()")
+
+
 def _placed(node: ast.AST) -> bool:
     """``x.to(out_device)`` / ``x.cuda()`` as the kept value: the code chose where it goes;
     ``out.argmax(1)``: one index per sample, too small to matter."""
@@ -364,13 +369,13 @@ class DeviceTensorsKept(Rule):
         if hook:
             ctx.report(self, kept, (
                 f"'{v}' is on the device and '{key}' keeps one per batch for the whole "
-                f"run: device memory grows with the number of batches; keep '{v}.cpu()' "
-                f"(or .item(), .tolist()) instead"))
+                f"run: device memory grows with the number of batches; keep a CPU copy "
+                f"instead ({_how(v)})"))
         else:
             ctx.report(self, kept, (
                 f"'{v}' is on the device and '{key}' keeps one per iteration, to move them "
                 f"to the CPU after the loop: device memory grows with the number of "
-                f"iterations for nothing; keep '{v}.cpu()' (or .item(), .tolist()) instead"))
+                f"iterations for nothing; keep a CPU copy instead ({_how(v)})"))
 
     @staticmethod
     def _emptied(key: str, loop: ast.AST) -> bool:
