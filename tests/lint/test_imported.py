@@ -248,3 +248,39 @@ def test_method_of_an_attribute_bound_to_an_imported_class(tmp_path):
     (tmp_path / "utils" / "meters.py").write_text(METERS)
     (tmp_path / "trainer.py").write_text(TRAINER)
     assert found([tmp_path / "trainer.py"]) == [("trainer.py", 21, "TMM101")]
+
+
+ENGINE = '''\
+class Engine:
+    def __init__(self, model, optimizer, criterion):
+        self.model, self.optimizer, self.criterion = model, optimizer, criterion
+
+    def train_step(self, x, y):
+        self.optimizer.zero_grad()
+        loss = self.criterion(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def train_step_item(self, x, y):
+        return self.train_step(x, y).item()
+'''
+
+RUN = '''\
+from engine import Engine
+
+
+def main(model, optimizer, criterion, loader):
+    engine = Engine(model, optimizer, criterion)
+    total = clean = 0
+    for x, y in loader:
+        total += engine.train_step(x, y)
+        clean += engine.train_step_item(x, y)
+    return total, clean
+'''
+
+
+def test_method_of_an_imported_class_returning_the_loss(tmp_path):
+    (tmp_path / "engine.py").write_text(ENGINE)
+    (tmp_path / "run.py").write_text(RUN)
+    assert found([tmp_path / "run.py"]) == [("run.py", 8, "TMM101")]
