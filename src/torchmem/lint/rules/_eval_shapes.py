@@ -17,8 +17,8 @@ from torchmem.lint.knowledge import is_model_name, last_name
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
 
-__all__ = ["by_callers_only", "forwarding_closure", "has_weights", "inference_method",
-           "returns_value"]
+__all__ = ["branch_end", "by_callers_only", "forwarding_closure", "has_weights",
+           "inference_method", "returns_value"]
 
 #: method names that run the object's model for inference (scikit-learn-style wrappers)
 _INFERENCE_METHODS = frozenset({"infer", "inference", "predict", "predict_proba"})
@@ -98,3 +98,21 @@ def forwarding_closure(call: ast.Call, ctx: Context) -> str | None:
             and any(type(sub) is ast.Call and ctx.flow.is_forward(sub, strict=True)
                     for sub in ast.walk(stmt))}
     return next((n for n in names if n in found), None)
+
+
+def branch_end(fn: ast.AST, line: int) -> int | None:
+    """The last line of the innermost branch of an ``if`` of ``fn`` that holds ``line``
+    (nested functions aside), or ``None`` when no ``if`` does."""
+    best: tuple[int, int] | None = None
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if type(node) is ast.If:
+            for branch in (node.body, node.orelse):  # type: ignore[attr-defined]
+                if branch and branch[0].lineno <= line <= (branch[-1].end_lineno or 0) and (
+                        best is None or branch[0].lineno >= best[0]):
+                    best = (branch[0].lineno, branch[-1].end_lineno or 0)
+        todo.extend(ast.iter_child_nodes(node))
+    return best[1] if best else None

@@ -18,8 +18,8 @@ from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
 from torchmem.lint.rules._eval_attrs import eval_only_attr
 from torchmem.lint.rules._eval_once import note_call_site, note_finding, settle
-from torchmem.lint.rules._eval_shapes import (by_callers_only, forwarding_closure, has_weights,
-                                               inference_method, returns_value)
+from torchmem.lint.rules._eval_shapes import (branch_end, by_callers_only, forwarding_closure,
+                                               has_weights, inference_method, returns_value)
 from torchmem.lint.rules._flag_switch import flag_eval
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,6 +29,9 @@ __all__ = ["EvalWithoutNoGrad"]
 
 #: scratch key: function id -> loop depth at its ``model.eval()``
 _EVAL_MODE = "TMM103.eval_mode"
+#: scratch key: function id -> (loop depth, first line, last line) of a ``model.eval()``
+#: under an ``if``, valid to the end of that branch
+_EVAL_BLOCK = "TMM103.eval_block"
 #: scratch key: ids of the functions whose straight-line forward pass was reported
 _STRAIGHT = "TMM103.straight"
 
@@ -125,11 +128,18 @@ class EvalWithoutNoGrad(Rule):
         # a loop that trains through a helper (train_one_batch(...)) is not evaluation
         return not any(_trains(lp, ctx) for lp in ctx.loops)
 
-    def _eval_mode(self, ctx: Context) -> bool:
+    def _eval_mode(self, ctx: Context, node: ast.AST | None = None) -> bool:
         """After ``model.eval()`` in this function, in code that does not train since (a
-        validation pass after the training loop of the same epoch)."""
+        validation pass after the training loop of the same epoch); or, for the forward pass
+        ``node``, in a loop after a ``model.eval()`` under an ``if`` and in the same branch
+        (a validation loop run every few epochs)."""
         fn = ctx.fn
         depth = ctx.scratch.get(_EVAL_MODE, {}).get(id(fn.node))
+        if depth is None and node is not None:
+            block = ctx.scratch.get(_EVAL_BLOCK, {}).get(id(fn.node))
+            if block is not None and block[1] <= getattr(node, "lineno", 0) <= block[2] and \
+                    len(ctx.loops) > block[0]:
+                depth = block[0]  # in a loop of the branch: a validation loop
         if ctx.no_grad or depth is None or len(ctx.loops) < depth or fn.facts.grad_calls:
             return False
         return not any(_trains(lp, ctx) for lp in ctx.loops[depth:])
@@ -144,10 +154,16 @@ class EvalWithoutNoGrad(Rule):
         off = func.attr == "eval" and arg is None or func.attr == "train" and \
             isinstance(arg, ast.Constant) and arg.value is False
         modes = ctx.scratch.setdefault(_EVAL_MODE, {})
+        blocks = ctx.scratch.setdefault(_EVAL_BLOCK, {})
         if off and ctx.cond_depth == (ctx.loops[-1].cond_depth if ctx.loops else 0):
             modes.setdefault(id(ctx.fn.node), len(ctx.loops))
+        elif off:
+            end = branch_end(ctx.fn.node, node.lineno)
+            if end is not None:  # until the end of the if's branch (or a .train())
+                blocks[id(ctx.fn.node)] = (len(ctx.loops), node.lineno, end)
         elif func.attr == "train":
             modes.pop(id(ctx.fn.node), None)
+            blocks.pop(id(ctx.fn.node), None)
 
     def _callee_forwards(self, node: ast.Call, ctx: Context) -> ast.AST | bool:
         """Whether ``node`` calls a function of this file that runs a forward pass and
@@ -201,7 +217,7 @@ class EvalWithoutNoGrad(Rule):
         how, callee = None, None
         if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) and (
                 not by_callers_only(ctx) or has_weights(node, ctx.fn.node, methods=True)) or \
-                ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):
+                ctx.loops and self._eval_mode(ctx, node) and ctx.flow.is_forward(node, strict=True):
             how = f"forward pass {describe(node.func)}()"
         elif (self._eval_mode(ctx) or ctx.loops and self._eval_named(ctx)) and \
                 (callee := self._callee_forwards(node, ctx)):
@@ -299,6 +315,9 @@ class EvalWithoutNoGrad(Rule):
         modes = ctx.scratch.get(_EVAL_MODE)
         if modes and modes.get(id(ctx.fn.node), -1) >= len(ctx.loops):
             del modes[id(ctx.fn.node)]  # model.eval() inside this loop: its scope ends here
+        blocks = ctx.scratch.get(_EVAL_BLOCK)
+        if blocks and blocks.get(id(ctx.fn.node), (-1,))[0] >= len(ctx.loops):
+            del blocks[id(ctx.fn.node)]
         notes = ctx.scratch.get(self.code)
         if not notes:
             return
