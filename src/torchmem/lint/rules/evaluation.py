@@ -48,7 +48,8 @@ class EvalWithoutNoGrad(Rule):
         with no
         ``backward()`` or optimizer ``step()`` in the function. In a function that also
         trains, the loops after ``model.eval()`` (and before ``model.train()``) that do not
-        train are evaluation code too. A call to a function of the same file that runs a
+        train are evaluation code too, and so are those later in the same branch when
+        ``model.eval()`` runs under an ``if`` (validation every few epochs). A call to a function of the same file that runs a
         forward pass and no ``backward()`` counts as a forward pass
         (``self._eval_step(batch)`` in the loop, ``run_epoch(valid_data, model)`` after
         ``model.eval()``; a top-level function imported from another file of the tree is
