@@ -71,8 +71,9 @@ class EvalWithoutNoGrad(Rule):
         ``__init__`` puts ``self.X`` in eval mode and that never calls ``self.X.train()``
         (a scorer or a feature extractor); in a loop of a function that trains or evaluates
         by a flag parameter (``.eval()`` in the false branch of ``if is_train:``, every
-        ``backward()``/``step()`` under ``if is_train:``), the first forward pass of a model
-        outside ``if is_train:``; and, in evaluation code, a call given a nested
+        ``backward()``/``step()`` under ``if is_train:``; or ``if phase == "train":`` with
+        ``phase`` a parameter or the variable of ``for phase in ["train", "val"]:``), the
+        first forward pass of a model outside ``if is_train:``; and, in evaluation code, a call given a nested
         function that runs forward passes (a decoding ``step()`` handed to a beam search).
 
     Why:
