@@ -168,3 +168,119 @@ def test_imported_helper_called_in_evaluation_code(tmp_path):
     (pkg / "metrics.py").write_text(EVAL_HELPERS)
     (pkg / "run.py").write_text(EVAL_CALLER)
     assert found([pkg / "run.py"]) == [("run.py", 8, "TMM103")]
+
+
+METERS = '''\
+class AverageMeter:
+    def __init__(self):
+        self.sum = 0
+        self.count = 0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+
+
+class Printer:
+    def update(self, val, n=1):
+        print(val, n)
+'''
+
+FIT_METER = '''\
+from utils.meters import AverageMeter, Printer
+
+
+def fit(model, loader, optimizer, criterion):
+    losses = AverageMeter()
+    shown = Printer()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.update(loss, x.size(0))
+        losses.update(loss.item(), x.size(0))
+        shown.update(loss, x.size(0))
+    return losses.sum / losses.count
+'''
+
+
+def test_method_of_a_class_imported_from_another_file(tmp_path):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "meters.py").write_text(METERS)
+    (tmp_path / "fit.py").write_text(FIT_METER)
+    # only the meter that keeps its argument, given the loss itself; the finding names the
+    # other file's line
+    assert found([tmp_path / "fit.py"]) == [("fit.py", 12, "TMM101")]
+    result = lint_paths([str(tmp_path / "fit.py")], config=LintConfig(), jobs=1)
+    assert "(meters.py:7)" in result.violations[0].message
+
+
+TRAINER = '''\
+from utils.meters import AverageMeter
+
+
+class Trainer:
+    def __init__(self, model, loader, optimizer, criterion):
+        self.model, self.loader = model, loader
+        self.optimizer, self.criterion = optimizer, criterion
+        self.losses = AverageMeter()
+        self.shown = AverageMeter()
+        self.other = AverageMeter()
+
+    def reset(self):
+        self.other = None  # not always a meter: its calls stay unknown
+
+    def train_epoch(self):
+        for x, y in self.loader:
+            loss = self.criterion(self.model(x), y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.losses.update(loss, x.size(0))
+            self.shown.update(loss.item(), x.size(0))
+            self.other.update(loss, x.size(0))
+'''
+
+
+def test_method_of_an_attribute_bound_to_an_imported_class(tmp_path):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "meters.py").write_text(METERS)
+    (tmp_path / "trainer.py").write_text(TRAINER)
+    assert found([tmp_path / "trainer.py"]) == [("trainer.py", 21, "TMM101")]
+
+
+ENGINE = '''\
+class Engine:
+    def __init__(self, model, optimizer, criterion):
+        self.model, self.optimizer, self.criterion = model, optimizer, criterion
+
+    def train_step(self, x, y):
+        self.optimizer.zero_grad()
+        loss = self.criterion(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def train_step_item(self, x, y):
+        return self.train_step(x, y).item()
+'''
+
+RUN = '''\
+from engine import Engine
+
+
+def main(model, optimizer, criterion, loader):
+    engine = Engine(model, optimizer, criterion)
+    total = clean = 0
+    for x, y in loader:
+        total += engine.train_step(x, y)
+        clean += engine.train_step_item(x, y)
+    return total, clean
+'''
+
+
+def test_method_of_an_imported_class_returning_the_loss(tmp_path):
+    (tmp_path / "engine.py").write_text(ENGINE)
+    (tmp_path / "run.py").write_text(RUN)
+    assert found([tmp_path / "run.py"]) == [("run.py", 8, "TMM101")]

@@ -32,7 +32,8 @@ def test_codes_names_and_metadata():
         assert (rule.fix_title is None) == (rule.fix_safety is None)
         assert rule.fix_safety in (None, "safe", "unsafe")
         assert rule.category in ("memory", "correctness", "hygiene", "performance"), code
-        assert rule.default_enabled == (rule.category in ("memory", "correctness")), code
+        assert rule.default_enabled == (rule.category in ("memory", "correctness")
+                                        and not rule.trial), code
         assert rule.category != "performance" or code.startswith("TMM9"), code
     assert "TMM000" not in ALL  # reserved for internal errors reported by lint_paths
 
@@ -86,7 +87,8 @@ def test_selection():
     assert {r.code for r in select_rules(["ALL"])} == set(ALL)
     assert {r.code for r in select_rules(["TMM9"])} == {c for c in ALL if c.startswith("TMM9")}
     assert [r.code for r in select_rules(["TMM1"], ["TMM102"])] == ["TMM101", "TMM103", "TMM104",
-                                                                  "TMM105"]
+                                                                  "TMM105", "TMM106"]
+    assert "TMM106" not in default and ALL["TMM106"].trial  # a memory rule on trial: opt-in
     assert resolve_codes(["graph-accumulation"]) == {"TMM101"}
     with pytest.raises(UsageError, match="TMM777"):
         select_rules(["TMM777"])

@@ -337,6 +337,8 @@ def is_forward(self: Flow, call: ast.Call, strict: bool = False) -> bool:
         key = key[:-8]
         if key.startswith("self.") and key.count(".") == 1:
             return True  # self.pipeline.forward(batch): only modules are called so
+        if key == "self" and self.ctx.in_module_class:
+            return True  # self.forward(x) in a module's method: like self(x)
     if self.env.get(key, 0) & MODEL:
         return True
     last = last_name(key)

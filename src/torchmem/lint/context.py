@@ -208,11 +208,12 @@ class Context:
 
     def persistent_loops(self, key: str) -> list[LoopState]:
         """The loops (innermost last) across whose iterations the value of ``key``
-        survives: those nested inside the innermost loop that resets it (``acc = 0``,
-        ``xs = []``; ``acc += x`` and ``xs.append(x)`` do not reset)."""
+        survives: those nested inside the innermost loop that resets it on every
+        iteration (``acc = 0``, ``xs = []``; ``acc += x`` and ``xs.append(x)`` do not
+        reset, nor does ``acc = 0`` under an ``if`` of the body)."""
         loops = self.loops
         for i in range(len(loops) - 1, -1, -1):
-            if key in loops[i].facts.assigned and loops[i].facts.resets(key):
+            if key in loops[i].facts.assigned and loops[i].facts.resets_each_iteration(key):
                 return loops[i + 1:]
         return list(loops)
 

@@ -45,7 +45,8 @@ def rule_markdown(rule: type[Rule], level: int = 2) -> str:
     sections = rule.doc_sections()
     h = "#" * level
     facts = [f"`{rule.code}`", f"`{rule.name}`",
-             "on by default" if rule.default_enabled else f"off by default ({rule.category})"]
+             "on by default" if rule.default_enabled else
+             f"off by default ({rule.category}{', on trial' if rule.trial else ''})"]
     if rule.fix_title:
         facts.append(f"fix: {rule.fix_title} ({rule.fix_safety})")
     else:
@@ -102,7 +103,8 @@ def index_markdown() -> str:
         for c, r in sorted(_load().items()):
             if not c.startswith(prefix):
                 continue
-            default = "on" if r.default_enabled else f"off ({r.category})"
+            default = "on" if r.default_enabled else (
+                f"off ({r.category}{', on trial' if r.trial else ''})")
             fix = r.fix_safety or "—"
             out.append(f"| [{c}]({page}#{c.lower()}-{r.name}) | `{r.name}` | {r.summary} | "
                        f"{default} | {fix} |")

@@ -88,7 +88,7 @@ class LoopFacts:
     """
 
     __slots__ = ("node", "assigned", "backward", "grad_calls", "step", "zero_grad", "parent",
-                 "assigns", "step_calls", "own_step")
+                 "assigns", "step_calls", "own_step", "ifs", "cond_assigns")
 
     def __init__(self, node: ast.AST, parent: LoopFacts | None) -> None:
         self.node = node
@@ -104,12 +104,26 @@ class LoopFacts:
         self.own_step = False
         #: plain (re)bindings in the body: (key, value or None for loop/with targets)
         self.assigns: list[tuple[str, ast.expr | None]] = []
+        #: ``if`` statements around the loop when it starts (set by the gatherer)
+        self.ifs = 0
+        #: indices into ``assigns`` of the bindings made under an ``if`` of the body
+        self.cond_assigns: set[int] = set()
 
     def resets(self, key: str) -> bool:
         """Whether the body re-binds ``key`` to a value that does not build on itself
         (``acc = 0`` resets; ``acc += x``, ``acc = acc + x``, ``xs.append(x)`` do not)."""
         for k, value in self.assigns:
             if k == key and (value is None or not mentions(value, key)):
+                return True
+        return False
+
+    def resets_each_iteration(self, key: str) -> bool:
+        """Like :meth:`resets`, counting only the bindings made outside any ``if`` of the
+        body: ``running = 0.0`` under ``if i % 100 == 0:`` lets ``running += loss`` keep
+        a hundred iterations' values."""
+        for i, (k, value) in enumerate(self.assigns):
+            if k == key and i not in self.cond_assigns and (
+                    value is None or not mentions(value, key)):
                 return True
         return False
 

@@ -58,6 +58,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
     facts = FunctionFacts()
     facts.body = body
     loops: list[LoopFacts] = []
+    ifs = [0]  # the ``if`` statements around the current statement
 
     def bind(key: str, value: ast.expr | None, plain: bool = True,
              loop_value: ast.expr | None = None) -> None:
@@ -67,6 +68,8 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
         for loop in loops:
             loop.assigned.add(key)
             if plain:
+                if ifs[0] > loop.ifs:
+                    loop.cond_assigns.add(len(loop.assigns))
                 loop.assigns.append((key, loop_value))
 
     def call(node: ast.Call) -> None:
@@ -171,6 +174,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                     facts.rebound.add(key)
         elif t is ast.For or t is ast.AsyncFor or t is ast.While:
             loop = LoopFacts(node, loops[-1] if loops else None)
+            loop.ifs = ifs[0]
             facts.loops[id(node)] = loop
             loops.append(loop)
             if t is not ast.While:
@@ -181,8 +185,10 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
             loops.pop()
             stmts(node.orelse)  # type: ignore[attr-defined]
         elif t is ast.If:
+            ifs[0] += 1
             stmts(node.body)  # type: ignore[attr-defined]
             stmts(node.orelse)  # type: ignore[attr-defined]
+            ifs[0] -= 1
         elif t is ast.With or t is ast.AsyncWith:
             for item in node.items:  # type: ignore[attr-defined]
                 if item.optional_vars is not None:
@@ -223,5 +229,5 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
     finally:
         # the nested functions call each other through cells: clear them, so the facts
         # are freed by reference counting rather than by the cyclic collector
-        del stmts, stmt, call, bind, _grad
+        del stmts, stmt, call, bind, _grad, ifs
     return facts

@@ -23,8 +23,10 @@ What is not:
     ``backward()`` only in the helper is not read); the imports of the imported file itself (a helper's own helpers
     from a third file are not followed, so reading one helper never cascades through the
     tree); the callers' ``no_grad`` of the imported file.
-    Classes and methods of other files (``from .metrics import Meter; Meter().update(x)``),
-    names re-exported through an ``__init__.py`` from yet another file, star imports,
+    Classes of other files, except the methods called in such a loop on a local name
+    bound to an instance (``meter = AverageMeter()`` with ``from utils import
+    AverageMeter``, then ``meter.update(loss)``; its base classes are looked up in that
+    file only); names re-exported through an ``__init__.py`` from yet another file, star imports,
     installed packages (only ``.py`` files found next to the linted file count),
     anything assigned at run time.
 
@@ -46,7 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
     from torchmem.lint.summaries import Summaries
 
-__all__ = ["ImportedModule", "find_function", "MAX_UP", "MAX_CACHED"]
+__all__ = ["ImportedModule", "find_class", "find_function", "imported_from", "MAX_UP",
+           "MAX_CACHED"]
 
 #: how many directories above the importing file an absolute import is looked up in
 MAX_UP = 4
@@ -137,6 +140,22 @@ def _parse(path: str) -> ImportedModule | None:
     return ImportedModule(path, ctx, summaries)
 
 
+def find_class(importer: str, qualified: str) -> tuple[ast.ClassDef, ImportedModule] | None:
+    """The top-level class ``qualified`` (``"utils.AverageMeter"``) names, seen from the
+    file ``importer``, and the parsed file that defines it."""
+    if not importer or importer.startswith("<"):
+        return None
+    for path, name in _candidates(importer, qualified):
+        if not os.path.isfile(path):
+            continue
+        module = _load(path)
+        if module is None:
+            return None
+        node = module.summaries.classes.get(name)
+        return (node, module) if node is not None else None
+    return None
+
+
 def find_function(importer: str, qualified: str
                   ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ImportedModule] | None:
     """The top-level function ``qualified`` (``".utils.train_one_batch"``) names, seen
@@ -152,3 +171,23 @@ def find_function(importer: str, qualified: str
         node = module.summaries.functions.get(name)
         return (node, module) if node is not None else None
     return None
+
+
+#: import roots never looked up as files of the tree (the libraries the kinds know)
+NOT_LOCAL = frozenset({"torch", "torchvision", "torchaudio", "numpy", "math", "os", "sys",
+                       "typing", "collections", "functools", "itertools", "logging",
+                       "transformers", "lightning", "pytorch_lightning"})
+
+
+def imported_from(summaries: Summaries, qualified: str | None, classes: bool = False
+                  ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ImportedModule] | None:
+    """The function (or, with ``classes``, the class) of another file of the tree that an
+    imported name seen from the file of ``summaries`` refers to, memoised there per name."""
+    if not qualified or not summaries.path or qualified.partition(".")[0] in NOT_LOCAL:
+        return None
+    key = ("class:" if classes else "") + qualified
+    memo = summaries._imported
+    if key not in memo:
+        find = find_class if classes else find_function
+        memo[key] = find(summaries.path, qualified)  # type: ignore[assignment,operator]
+    return memo[key]

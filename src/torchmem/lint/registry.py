@@ -55,8 +55,10 @@ class Rule:
         summary: one-line description used by ``--statistics`` and the docs index.
         fix_title: imperative title of the fix, or ``None`` when the rule has no fix.
         fix_safety: ``"safe"``/``"unsafe"``, or ``None`` when there is no fix.
-        default_enabled: ``False`` for the opinionated ``TMM9xx`` rules and the hygiene
-            rules.
+        default_enabled: ``False`` for the opinionated ``TMM9xx`` rules, the hygiene
+            rules and the rules on trial.
+        trial: a memory or correctness rule kept off by default until its findings on
+            real projects are measured to be right often enough for the default set.
         category: what a finding is: ``"memory"`` (memory kept or wasted),
             ``"correctness"`` (wrong gradients or a runtime error), both in the default set;
             ``"hygiene"`` (deprecated or fragile API use, not a memory problem) and
@@ -70,6 +72,7 @@ class Rule:
     fix_title: ClassVar[str | None] = None
     fix_safety: ClassVar[FixSafety | None] = None
     default_enabled: ClassVar[bool] = True
+    trial: ClassVar[bool] = False
     category: ClassVar[str] = "memory"
 
     @classmethod
@@ -118,8 +121,11 @@ def register(cls: type[Rule]) -> type[Rule]:
         raise ValueError(f"duplicate rule name {cls.name}")
     if cls.category not in CATEGORIES:
         raise ValueError(f"{cls.code}: category must be one of {sorted(CATEGORIES)}")
-    if cls.default_enabled != (cls.category in DEFAULT_CATEGORIES):
-        raise ValueError(f"{cls.code}: only memory and correctness rules are on by default")
+    if cls.default_enabled != (cls.category in DEFAULT_CATEGORIES and not cls.trial):
+        raise ValueError(f"{cls.code}: only memory and correctness rules are on by default "
+                         f"(and not those on trial)")
+    if cls.trial and cls.category not in DEFAULT_CATEGORIES:
+        raise ValueError(f"{cls.code}: only memory and correctness rules go on trial")
     if (cls.fix_title is None) != (cls.fix_safety is None):
         raise ValueError(f"{cls.code}: fix_title and fix_safety go together")
     RULES[cls.code] = cls

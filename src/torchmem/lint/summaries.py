@@ -27,10 +27,13 @@ Known limitations:
 from __future__ import annotations
 
 import ast
+import os
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from torchmem.lint.callbacks import GIVEN_GRAPHS, callback_summary, class_tensor_callables
 from torchmem.lint.facts import key_of
+from torchmem.lint.imported import imported_from
+from torchmem.lint.instances import attribute_class
 from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
 from torchmem.lint.stored import keeps_graph
 
@@ -42,10 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Summary", "Summaries", "MAX_DEPTH"]
 
-#: import roots never looked up as files of the tree (the libraries the kinds know)
-_NOT_LOCAL = frozenset({"torch", "torchvision", "torchaudio", "numpy", "math", "os", "sys",
-                        "typing", "collections", "functools", "itertools", "logging",
-                        "transformers", "lightning", "pytorch_lightning"})
 #: how deep summaries of summaries go (helper -> helper -> helper)
 MAX_DEPTH = 3
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -64,6 +63,7 @@ class Summary(NamedTuple):
         kept: the stored expression of each entry of ``stores`` and its kind, in order.
         forwards: the callee runs a module's forward pass with autograd recording on
             (directly or through a function it calls).
+        where: the file the callee is defined in, when it is another file (``utils.py``).
     """
 
     returns: int
@@ -72,6 +72,7 @@ class Summary(NamedTuple):
     elements: tuple[int, ...] | None = None
     kept: tuple[tuple[ast.expr, int], ...] = ()
     forwards: bool = False
+    where: str = ""
 
 
 class _Callee(NamedTuple):
@@ -102,6 +103,7 @@ class Summaries:
         self._active: list[int] = []
         self._class_attrs: dict[int, dict[str, int]] = {}
         self._trains: dict[int, bool] = {}
+        self._attr_classes: dict[int, dict[str, str]] = {}
         self._backward: dict[int, bool] = {}
         self.walker: Walker | None = None
 
@@ -121,17 +123,11 @@ class Summaries:
                     return found
         return None
 
-    def imported(self, qualified: str | None
+    def imported(self, qualified: str | None, classes: bool = False
                  ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ImportedModule] | None:
-        """The function of another file of the tree that an imported name refers to
-        (:func:`torchmem.lint.imported.find_function`), memoised per name."""
-        if not qualified or not self.path or qualified.partition(".")[0] in _NOT_LOCAL:
-            return None
-        if qualified not in self._imported:
-            from torchmem.lint.imported import find_function
-
-            self._imported[qualified] = find_function(self.path, qualified)
-        return self._imported[qualified]
+        """The function (or, with ``classes``, the class) of another file of the tree that
+        an imported name refers to (:mod:`torchmem.lint.imported`), memoised per name."""
+        return imported_from(self, qualified, classes)
 
     def resolve(self, func: ast.expr, flow: Flow, evaluation: bool = False) -> _Callee | None:
         """The function that ``func(...)`` calls, if it can be told: of this file, or a
@@ -147,16 +143,30 @@ class Summaries:
                 return None  # other files are read only for calls in per-step loops
             found = self.imported(flow.ctx.imports.get(func.id))  # type: ignore[attr-defined]
             return _Callee(found[0], None, False, found[1]) if found else None
-        if t is not ast.Attribute or type(func.value) is not ast.Name:  # type: ignore[attr-defined]
+        if t is not ast.Attribute:
             return None
-        owner = func.value.id  # type: ignore[attr-defined]
         attr = func.attr  # type: ignore[attr-defined]
-        if owner in flow.ctx.imports and owner not in flow.env:  # import utils; utils.f()
+        if type(func.value) is not ast.Name:  # type: ignore[attr-defined]
+            cls_name = attribute_class(self, func.value, flow)  # type: ignore[attr-defined]
+        else:
+            owner = func.value.id  # type: ignore[attr-defined]
+            if owner in flow.ctx.imports and owner not in flow.env:  # import utils; utils.f()
+                if not self.follow_imports or not (evaluation or _step_loop(flow)):
+                    return None
+                found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
+                return _Callee(found[0], None, False, found[1]) if found else None
+            cls_name = flow.ctx.fn.class_name if owner == "self" else flow.instances.get(owner)
+        if cls_name and cls_name.startswith("@"):  # meter = AverageMeter() of another file
             if not self.follow_imports or not (evaluation or _step_loop(flow)):
                 return None
-            found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
-            return _Callee(found[0], None, False, found[1]) if found else None
-        cls_name = flow.ctx.fn.class_name if owner == "self" else flow.instances.get(owner)
+            other = self.imported(cls_name[1:], classes=True)
+            if other is None:
+                return None
+            owner_cls, module = other
+            method = module.summaries._method(owner_cls, attr)  # type: ignore[arg-type]
+            if method is None:
+                return None
+            return _Callee(method, owner_cls, True, module)  # type: ignore[arg-type]
         cls = self.classes.get(cls_name) if cls_name else None
         if cls is None:
             return None
@@ -225,7 +235,8 @@ class Summaries:
                 saved = module.ctx.no_grad
                 module.ctx.no_grad = int(bool(ctx.no_grad))
                 try:
-                    summary = module.summaries._walk(callee, kinds, module.ctx)
+                    summary = module.summaries._walk(callee, kinds, module.ctx)._replace(
+                        where=os.path.basename(module.path))
                 finally:
                     module.ctx.no_grad = saved
         finally:

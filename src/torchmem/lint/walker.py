@@ -208,6 +208,9 @@ class Walker:
         if type(value) is ast.Call and type(value.func) is ast.Name and summaries is not None \
                 and value.func.id in summaries.classes:
             instances[name] = value.func.id
+        elif type(value) is ast.Call and type(value.func) is ast.Name and summaries is not \
+                None and summaries.follow_imports and value.func.id in self.ctx.imports:
+            instances[name] = "@" + self.ctx.imports[value.func.id]  # a class of another file?
         elif instances:
             instances.pop(name, None)
 

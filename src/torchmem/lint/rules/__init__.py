@@ -5,7 +5,8 @@ Families (the hundreds digit of the code):
 - ``TMM1xx`` :mod:`~torchmem.lint.rules.graph`: autograd graphs kept alive across iterations
   (TMM102 in :mod:`~torchmem.lint.rules.recurrent`, TMM103 in
   :mod:`~torchmem.lint.rules.evaluation`, TMM104 in :mod:`~torchmem.lint.rules.retain`, TMM105 in
-  :mod:`~torchmem.lint.rules.lightning`).
+  :mod:`~torchmem.lint.rules.lightning`, TMM106 in
+  :mod:`~torchmem.lint.rules.devices`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -21,6 +22,7 @@ from __future__ import annotations
 from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     amp,
     autograd,
+    devices,
     evaluation,
     graph,
     intermediates,

@@ -28,13 +28,48 @@ __all__ = ["flag_eval"]
 _SCRATCH = "flag_switch"
 
 
+_TRAIN_WORDS = frozenset({"train", "training", "fit"})
+_EVAL_WORDS = frozenset({"val", "valid", "validation", "eval", "evaluation", "test", "dev",
+                         "predict", "inference"})
+
+
+def _phase(node: ast.expr) -> bool | None:
+    """``True`` for a constant naming the training phase (``"train"``), ``False`` for one
+    naming an evaluation phase (``"val"``, ``"test"``), else ``None``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        word = node.value.lower()
+        return True if word in _TRAIN_WORDS else False if word in _EVAL_WORDS else None
+    return None
+
+
 def _flag(test: ast.expr) -> tuple[str, bool] | None:
-    """``(name, polarity)`` for ``if name:`` / ``if not name:``."""
+    """``(name, polarity)`` for ``if name:`` / ``if not name:``, and for ``if phase ==
+    "train":`` (``phase == "val"``, ``phase != "train"``...), the name then written as the
+    comparison with the training phase, true when it is."""
     if type(test) is ast.Name:
         return test.id, True
     if type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Name:
         return test.operand.id, False
+    if type(test) is ast.Compare and type(test.left) is ast.Name and \
+            len(test.ops) == 1 and type(test.ops[0]) in (ast.Eq, ast.NotEq):
+        train = _phase(test.comparators[0])
+        if train is None:
+            return None
+        return f"{test.left.id} == 'train'", train == (type(test.ops[0]) is ast.Eq)
     return None
+
+
+def _phase_loops(fn: ast.AST) -> frozenset[str]:
+    """Flags of loops over phases: ``for phase in ["train", "val"]:`` gives
+    ``phase == 'train'`` (the literal names a training and an evaluation phase)."""
+    out = set()
+    for stmt in all_statements(fn):
+        if type(stmt) is ast.For and type(stmt.target) is ast.Name and \
+                type(stmt.iter) in (ast.List, ast.Tuple):
+            kinds = {_phase(e) for e in stmt.iter.elts}  # type: ignore[attr-defined]
+            if kinds == {True, False}:
+                out.add(f"{stmt.target.id} == 'train'")
+    return frozenset(out)
 
 
 def _evals(stmts: list[ast.stmt]) -> bool:
@@ -91,7 +126,8 @@ def _analyse(fn: ast.AST, params: frozenset[str], ctx: Context, cls: str | None
     if len({name for name, _ in switches}) != 1:
         return None
     flag, switch = switches[0]
-    if flag not in params:
+    if flag not in params and flag.partition(" ==")[0] not in params and \
+            flag not in _phase_loops(fn):
         return None
     guarded = frozenset(id(n) for body in true_bodies[flag] for stmt in body
                         for n in ast.walk(stmt))
@@ -111,8 +147,7 @@ def flag_eval(call: ast.Call, ctx: Context) -> str | None:
     evaluates by a flag parameter: after the switch, outside the flag's true branches."""
     fn = ctx.fn
     facts = fn.facts
-    if not facts.eval_receivers or not (facts.has_backward or facts.has_step) or \
-            not facts.params:
+    if not facts.eval_receivers or not (facts.has_backward or facts.has_step):
         return None
     memo = ctx.scratch.setdefault(_SCRATCH, {})
     key = id(fn.node)

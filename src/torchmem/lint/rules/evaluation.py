@@ -12,102 +12,28 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import GRAPH, VALUE
-from torchmem.lint.facts import key_of
-from torchmem.lint.knowledge import is_model_name, last_name
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
 from torchmem.lint.rules._eval_attrs import eval_only_attr
+from torchmem.lint.rules._eval_once import note_call_site, note_finding, settle
+from torchmem.lint.rules._eval_shapes import (branch_end, by_callers_only, forwarding_closure,
+                                               has_weights, inference_method, returns_value)
 from torchmem.lint.rules._flag_switch import flag_eval
 
 if TYPE_CHECKING:  # pragma: no cover
-    from torchmem.lint.engine import Context, LoopState
+    from torchmem.lint.engine import Context, FunctionState, LoopState
 
 __all__ = ["EvalWithoutNoGrad"]
 
 #: scratch key: function id -> loop depth at its ``model.eval()``
 _EVAL_MODE = "TMM103.eval_mode"
+#: scratch key: function id -> (loop depth, first line, last line) of a ``model.eval()``
+#: under an ``if``, valid to the end of that branch
+_EVAL_BLOCK = "TMM103.eval_block"
 #: scratch key: ids of the functions whose straight-line forward pass was reported
 _STRAIGHT = "TMM103.straight"
-#: method names that run the object's model for inference (scikit-learn-style wrappers)
-_INFERENCE_METHODS = frozenset({"infer", "inference", "predict", "predict_proba"})
-#: scratch key: function id -> names of its nested functions that run forward passes
-_CLOSURES = "TMM103.closures"
-
-
-def _returns_value(fn: ast.AST) -> bool:
-    """Whether function ``fn`` returns or yields a value (nested functions aside)."""
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        node = todo.pop()
-        t = type(node)
-        if isinstance(node, ast.Return) and node.value is not None or t is ast.Yield or \
-                t is ast.YieldFrom:
-            return True
-        if t not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
-            todo.extend(ast.iter_child_nodes(node))
-    return False
-
-
-def _has_weights(call: ast.Call, fn: ast.AST, methods: bool = False) -> bool:
-    """Whether the module ``call`` runs is known to have weights: it is named like a model
-    (``model``, ``net``, ``encoder``), or the function loads a state dict into it. A
-    parameter-free layer under test (``pool(x)``, ``DropPath``) records no graph. With
-    ``methods``, the receiver of any forward method counts (``model.decode(x)``)."""
-    func = call.func
-    if type(func) is ast.Attribute and (func.attr in ("forward", "forward_features") or
-                                        methods and not is_model_name(func.attr)):
-        func = func.value  # model.decode(x), self.model.predict_step(batch)
-    key = key_of(func)
-    if key is None:
-        return False
-    if is_model_name(last_name(key)):
-        return True
-    for sub in ast.walk(fn):
-        if type(sub) is ast.Call and type(sub.func) is ast.Attribute and \
-                sub.func.attr == "load_state_dict" and key_of(sub.func.value) == key:
-            return True
-    return False
-
-
-def _by_callers_only(ctx: Context) -> bool:
-    """Whether the current function is evaluation code only because of its callers (not
-    named so, no ``model.eval()`` of its own, no loop over an eval loader): then a forward
-    pass counts only for a module known to have weights, and kept values only in a loop
-    that runs one, and the finding points at the forward pass (``similarity(a, b)`` of a
-    parameter-free module records no graph; a helper's output dict may hold plain numbers)."""
-    fn = ctx.fn
-    return fn.eval_callers and not (fn.eval_named() or fn.facts.eval_receivers or any(
-        lp.eval_loader for lp in ctx.loops))
-
-
-def _inference_method(call: ast.Call, ctx: Context) -> bool:
-    """``self.infer(x)`` / ``self.predict(x)`` after ``model.eval()``: a method of the
-    same object, defined out of sight (a base class of another file), named like
-    inference; taken to run a forward pass."""
-    func = call.func
-    return type(func) is ast.Attribute and type(func.value) is ast.Name and \
-        func.value.id == "self" and func.attr in _INFERENCE_METHODS
-
-
-def _forwarding_closure(call: ast.Call, ctx: Context) -> str | None:
-    """The name of a function defined in the current function, passed to ``call`` as an
-    argument (a decoding step handed to a beam search), whose body runs a forward pass."""
-    names = [a.id for a in call.args if type(a) is ast.Name] + [
-        kw.value.id for kw in call.keywords if type(kw.value) is ast.Name]
-    if not names:
-        return None
-    memo = ctx.scratch.setdefault(_CLOSURES, {})
-    found = memo.get(id(ctx.fn.node))
-    if found is None:  # once per function: the nested functions that run forward passes
-        found = memo[id(ctx.fn.node)] = {
-            stmt.name for stmt in ast.walk(ctx.fn.node)
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and stmt is not ctx.fn.node
-            and any(type(sub) is ast.Call and ctx.flow.is_forward(sub, strict=True)
-                    for sub in ast.walk(stmt))}
-    return next((n for n in names if n in found), None)
 
 
 @register
@@ -122,7 +48,8 @@ class EvalWithoutNoGrad(Rule):
         with no
         ``backward()`` or optimizer ``step()`` in the function. In a function that also
         trains, the loops after ``model.eval()`` (and before ``model.train()``) that do not
-        train are evaluation code too. A call to a function of the same file that runs a
+        train are evaluation code too, and so are those later in the same branch when
+        ``model.eval()`` runs under an ``if`` (validation every few epochs). A call to a function of the same file that runs a
         forward pass and no ``backward()`` counts as a forward pass
         (``self._eval_step(batch)`` in the loop, ``run_epoch(valid_data, model)`` after
         ``model.eval()``; a top-level function imported from another file of the tree is
@@ -144,8 +71,9 @@ class EvalWithoutNoGrad(Rule):
         ``__init__`` puts ``self.X`` in eval mode and that never calls ``self.X.train()``
         (a scorer or a feature extractor); in a loop of a function that trains or evaluates
         by a flag parameter (``.eval()`` in the false branch of ``if is_train:``, every
-        ``backward()``/``step()`` under ``if is_train:``), the first forward pass of a model
-        outside ``if is_train:``; and, in evaluation code, a call given a nested
+        ``backward()``/``step()`` under ``if is_train:``; or ``if phase == "train":`` with
+        ``phase`` a parameter or the variable of ``for phase in ["train", "val"]:``), the
+        first forward pass of a model outside ``if is_train:``; and, in evaluation code, a call given a nested
         function that runs forward passes (a decoding ``step()`` handed to a beam search).
 
     Why:
@@ -202,11 +130,18 @@ class EvalWithoutNoGrad(Rule):
         # a loop that trains through a helper (train_one_batch(...)) is not evaluation
         return not any(_trains(lp, ctx) for lp in ctx.loops)
 
-    def _eval_mode(self, ctx: Context) -> bool:
+    def _eval_mode(self, ctx: Context, node: ast.AST | None = None) -> bool:
         """After ``model.eval()`` in this function, in code that does not train since (a
-        validation pass after the training loop of the same epoch)."""
+        validation pass after the training loop of the same epoch); or, for the forward pass
+        ``node``, in a loop after a ``model.eval()`` under an ``if`` and in the same branch
+        (a validation loop run every few epochs)."""
         fn = ctx.fn
         depth = ctx.scratch.get(_EVAL_MODE, {}).get(id(fn.node))
+        if depth is None and node is not None:
+            block = ctx.scratch.get(_EVAL_BLOCK, {}).get(id(fn.node))
+            if block is not None and block[1] <= getattr(node, "lineno", 0) <= block[2] and \
+                    len(ctx.loops) > block[0]:
+                depth = block[0]  # in a loop of the branch: a validation loop
         if ctx.no_grad or depth is None or len(ctx.loops) < depth or fn.facts.grad_calls:
             return False
         return not any(_trains(lp, ctx) for lp in ctx.loops[depth:])
@@ -221,25 +156,32 @@ class EvalWithoutNoGrad(Rule):
         off = func.attr == "eval" and arg is None or func.attr == "train" and \
             isinstance(arg, ast.Constant) and arg.value is False
         modes = ctx.scratch.setdefault(_EVAL_MODE, {})
+        blocks = ctx.scratch.setdefault(_EVAL_BLOCK, {})
         if off and ctx.cond_depth == (ctx.loops[-1].cond_depth if ctx.loops else 0):
             modes.setdefault(id(ctx.fn.node), len(ctx.loops))
+        elif off:
+            end = branch_end(ctx.fn.node, node.lineno)
+            if end is not None:  # until the end of the if's branch (or a .train())
+                blocks[id(ctx.fn.node)] = (len(ctx.loops), node.lineno, end)
         elif func.attr == "train":
             modes.pop(id(ctx.fn.node), None)
+            blocks.pop(id(ctx.fn.node), None)
 
-    def _callee_forwards(self, node: ast.Call, ctx: Context) -> bool:
+    def _callee_forwards(self, node: ast.Call, ctx: Context) -> ast.AST | bool:
         """Whether ``node`` calls a function of this file that runs a forward pass and
-        no ``backward()`` (``self._eval_step(batch)``, ``run_epoch(valid_data, model)``)."""
+        no ``backward()`` (``self._eval_step(batch)``, ``run_epoch(valid_data, model)``):
+        the callee's node when it is resolved, ``True`` for a method out of sight."""
         summaries = ctx.summaries
         if summaries is None:
             return False
         # evaluation code: a helper imported from another file of the tree is read too
         callee = summaries.resolve(node.func, ctx.flow, evaluation=True)
         if callee is None:
-            return _inference_method(node, ctx)
+            return inference_method(node, ctx)
         if summaries._runs_backward(callee.node):
             return False
         summary = summaries.summarize(node, ctx.flow, evaluation=True)
-        return summary is not None and summary.forwards
+        return callee.node if summary is not None and summary.forwards else False
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         self._mode(node, ctx)
@@ -254,7 +196,7 @@ class EvalWithoutNoGrad(Rule):
         if ctx.loops and ctx.flow.is_forward(node, strict=True):
             flag = flag_eval(node, ctx)
             seen = ctx.scratch.setdefault(_STRAIGHT, set())
-            if flag is not None and _has_weights(node, ctx.fn.node, methods=True):
+            if flag is not None and has_weights(node, ctx.fn.node, methods=True):
                 if id(ctx.fn.node) not in seen:  # reported once per function
                     seen.add(id(ctx.fn.node))
                     ctx.report(self, node, (
@@ -262,29 +204,32 @@ class EvalWithoutNoGrad(Rule):
                         f"when {flag} is false, after .eval() and with backward() only under "
                         f"'if {flag}:': autograd records a graph and saves activations that no "
                         f"backward() will use; run it under torch.no_grad() when not {flag}"))
+                    note_finding(ctx)
                 return
         if not ctx.loops and self._eval_named(ctx):
-            closure = _forwarding_closure(node, ctx)
+            closure = forwarding_closure(node, ctx)
             if closure is not None:
                 ctx.report(self, node, (
                     f"{describe(node.func)}() is given {closure}(), which runs forward "
                     f"passes, in {ctx.fn.name}() outside torch.no_grad(): each call records a "
                     f"graph and saves activations that no backward() will use; call it under "
                     f"torch.no_grad() or torch.inference_mode()"))
+                note_finding(ctx)
                 return
-        how = None
+        how, callee = None, None
         if ctx.loops and self._eval_context(ctx) and ctx.flow.is_forward(node) and (
-                not _by_callers_only(ctx) or _has_weights(node, ctx.fn.node, methods=True)) or \
-                ctx.loops and self._eval_mode(ctx) and ctx.flow.is_forward(node, strict=True):
+                not by_callers_only(ctx) or has_weights(node, ctx.fn.node, methods=True)) or \
+                ctx.loops and self._eval_mode(ctx, node) and ctx.flow.is_forward(node, strict=True):
             how = f"forward pass {describe(node.func)}()"
         elif (self._eval_mode(ctx) or ctx.loops and self._eval_named(ctx)) and \
-                self._callee_forwards(node, ctx):
+                (callee := self._callee_forwards(node, ctx)):
             how = f"{describe(node.func)}(), which runs forward passes,"
             if not ctx.loops:
                 ctx.report(self, node, (
                     f"{how} is called after .eval() outside torch.no_grad(): autograd records "
                     f"a graph and saves activations that no backward() will use; call it "
                     f"under torch.no_grad() or torch.inference_mode()"))
+                note_call_site(ctx, callee if isinstance(callee, ast.AST) else None)
                 return
         if how is None:
             return
@@ -293,15 +238,15 @@ class EvalWithoutNoGrad(Rule):
             notes.setdefault(id(lp.node), [None, None])
         entry = notes[id(ctx.loops[-1].node)]
         if entry[0] is None:
-            entry[0] = (node, how)
+            entry[0] = (node, how, callee if isinstance(callee, ast.AST) else None)
 
     def _straight_forward(self, node: ast.Call, ctx: Context) -> bool:
         """The first forward pass after ``model.eval()`` outside any loop, in a function that
         never differentiates (a one-shot inference script): reported once per function."""
         fn = ctx.fn
         if fn.facts.has_backward or fn.facts.has_step or not self._eval_mode(ctx) or \
-                not ctx.flow.is_forward(node, strict=True) or _returns_value(fn.node) or \
-                not _has_weights(node, fn.node):
+                not ctx.flow.is_forward(node, strict=True) or returns_value(fn.node) or \
+                not has_weights(node, fn.node):
             return False  # a returned output may be differentiated by the caller
         seen = ctx.scratch.setdefault(_STRAIGHT, set())
         if id(fn.node) in seen:
@@ -312,6 +257,7 @@ class EvalWithoutNoGrad(Rule):
             f"torch.no_grad(), in a function that never calls backward(): autograd records a "
             f"graph and saves activations that no backward() will use; run it under "
             f"torch.no_grad() or torch.inference_mode()"))
+        note_finding(ctx)
         return True
 
     def _eval_only(self, node: ast.Call, ctx: Context) -> bool:
@@ -333,6 +279,7 @@ class EvalWithoutNoGrad(Rule):
                 f"{fn.class_name}.__init__ puts self.{attr} in eval mode and nothing trains it, "
                 f"yet each call of {fn.name}() records a graph and saves activations that no "
                 f"backward() will use; run it under torch.no_grad() or torch.inference_mode()"))
+            note_finding(ctx)
         return True
 
     def _eval_named(self, ctx: Context) -> bool:
@@ -362,10 +309,17 @@ class EvalWithoutNoGrad(Rule):
         if ctx.loops:
             self.accumulate(node, ctx)
 
+    def leave_function(self, state: FunctionState, ctx: Context) -> None:
+        if state.node is ctx.tree:  # the module's end: one finding per bug
+            settle(ctx)
+
     def leave_loop(self, loop: LoopState, ctx: Context) -> None:
         modes = ctx.scratch.get(_EVAL_MODE)
         if modes and modes.get(id(ctx.fn.node), -1) >= len(ctx.loops):
             del modes[id(ctx.fn.node)]  # model.eval() inside this loop: its scope ends here
+        blocks = ctx.scratch.get(_EVAL_BLOCK)
+        if blocks and blocks.get(id(ctx.fn.node), (-1,))[0] >= len(ctx.loops):
+            del blocks[id(ctx.fn.node)]
         notes = ctx.scratch.get(self.code)
         if not notes:
             return
@@ -379,7 +333,7 @@ class EvalWithoutNoGrad(Rule):
             outer[1] = outer[1] or False
         if forward is False or kept is False:
             return
-        if _by_callers_only(ctx):  # the forward pass is certain; what is kept, less so
+        if by_callers_only(ctx):  # the forward pass is certain; what is kept, less so
             kept = None
         if kept:
             acc, _ = kept
@@ -388,10 +342,12 @@ class EvalWithoutNoGrad(Rule):
                 f"evaluation loop keeps '{v}' in '{acc.key}' outside torch.no_grad(): every "
                 f"batch's autograd graph and saved activations stay alive; wrap the loop in "
                 f"torch.no_grad() or torch.inference_mode()"))
+            note_finding(ctx)
         elif forward is not None:
-            call, how = forward
+            call, how, callee = forward
             ctx.report(self, call, (
                 f"{how} in an evaluation loop runs outside "
                 f"torch.no_grad(): autograd records a graph and saves activations that no "
                 f"backward() will use; wrap the loop in torch.no_grad() or "
                 f"torch.inference_mode()"))
+            note_call_site(ctx, callee)

@@ -134,7 +134,8 @@ class GraphAccumulation(Rule):
         it is created before the loop, or is an attribute.
 
         Also flags a call in such a loop that hands a graph-carrying value to a method of a
-        class of the same file which keeps it on its object (``meter.update(loss)`` where
+        class of the same file, or imported from another file of the tree, which keeps it
+        on its object (``meter.update(loss)`` or ``self.meter.update(loss)`` where
         ``update`` does ``self.sum += val``), and a public method of a plain class (not an
         ``nn.Module``) that adds values computed from its tensor-annotated parameters to
         ``self.*`` (a metric's ``update(self, output: tuple[Tensor, Tensor])`` doing
@@ -160,8 +161,10 @@ class GraphAccumulation(Rule):
     Known problems:
         Values are followed through the functions of the same file (a helper that
         returns the loss, ``self._step(batch)`` returning ``loss, pred``, a helper that
-        calls ``backward()`` making the calling loop a training loop); a helper in another
-        file, or a container filled in another function, is not seen. A call whose result
+        calls ``backward()`` making the calling loop a training loop), and, in per-step
+        loops, through the top-level functions and the classes imported from other files
+        of the tree; other helpers of other files, and containers filled in another
+        function, are not seen. A call whose result
         the linter cannot see into (``hvd.allreduce(val)``) is taken to pass the graph of
         its tensor arguments through when its result is kept on an object. For methods that
         accumulate their arguments, parameters annotated as tensors are assumed to carry a
@@ -281,16 +284,18 @@ class GraphAccumulation(Rule):
             return
         arg = found.arg
         v = describe(arg)
+        at = f"{found.summary.where}:{found.line}" if found.summary.where else \
+            f"line {found.line}"
         where = "training loop" if training else "loop"
         span = "each call of this training step" if step_fn and not found.loops else \
             f"each iteration of the {where}"
         msg = (f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
-               f"which keeps it in '{found.container}' (line {found.line}), on an object that "
+               f"which keeps it in '{found.container}' ({at}), on an object that "
                f"outlives {span}: every iteration's graph stays alive; "
                f"pass {v}.detach() (or {v}.item() for a scalar)"
                if is_plain_tensor(arg, ctx) else
                f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
-               f"which keeps it in '{found.container}' (line {found.line}), on an object that "
+               f"which keeps it in '{found.container}' ({at}), on an object that "
                f"outlives {span}: every iteration's graph stays alive; pass detached copies "
                f"of its tensors")
         fix = None

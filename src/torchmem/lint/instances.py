@@ -1,0 +1,79 @@
+"""Which class an attribute of ``self`` holds an instance of (no torch).
+
+``self.losses = AverageMeter()`` in ``__init__`` and ``self.losses.update(loss)`` in the
+training loop: :func:`attribute_classes` tells the summaries that ``self.losses`` is an
+``AverageMeter``, so that ``update`` is summarised like a method called on a local
+instance. An attribute counts only when every assignment to it in the class's own
+methods constructs the same class, of this file or imported from another file of the tree
+(``"@utils.AverageMeter"``, resolved later, like a local ``meter = AverageMeter()``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.dataflow import Flow
+    from torchmem.lint.summaries import Summaries
+
+__all__ = ["attribute_class", "attribute_classes"]
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _constructed(value: ast.AST | None, local: Mapping[str, ast.ClassDef],
+                 imports: Mapping[str, str]) -> str | None:
+    if type(value) is not ast.Call or type(value.func) is not ast.Name:  # type: ignore[union-attr]
+        return None
+    name = value.func.id  # type: ignore[union-attr]
+    if name in local:
+        return name
+    if name in imports:
+        return "@" + imports[name]
+    return None
+
+
+def attribute_classes(cls: ast.ClassDef, local: Mapping[str, ast.ClassDef],
+                      imports: Mapping[str, str]) -> dict[str, str]:
+    """``{"losses": "AverageMeter"}`` for the attributes of ``self`` that every assignment
+    in the methods of ``cls`` binds to an instance of one class (``"@qualified"`` for a
+    class imported from another file)."""
+    seen: dict[str, str | None] = {}
+    for method in cls.body:
+        if not isinstance(method, _FUNCS):
+            continue
+        for node in ast.walk(method):
+            t = type(node)
+            if t is ast.Assign:
+                targets, value = node.targets, node.value  # type: ignore[attr-defined]
+            elif t is ast.AnnAssign or t is ast.AugAssign:
+                targets, value = [node.target], None  # type: ignore[attr-defined]
+                if t is ast.AnnAssign:
+                    value = node.value  # type: ignore[attr-defined]
+            else:
+                continue
+            for target in targets:
+                for sub in ast.walk(target):
+                    if type(sub) is ast.Attribute and type(sub.value) is ast.Name and \
+                            sub.value.id == "self":
+                        made = _constructed(value, local, imports) if sub is target else None
+                        attr = sub.attr
+                        seen[attr] = made if attr not in seen or seen[attr] == made else None
+    return {k: v for k, v in seen.items() if v}
+
+
+def attribute_class(summaries: Summaries, node: ast.AST, flow: Flow) -> str | None:
+    """The class ``self.X`` (``node``) holds an instance of, in a method of a class of the
+    file ``summaries`` describes; memoised per class."""
+    cls = summaries.classes.get(flow.ctx.fn.class_name or "")
+    if cls is None or type(node) is not ast.Attribute or type(node.value) is not ast.Name \
+            or node.value.id != "self":  # type: ignore[attr-defined]
+        return None
+    found = summaries._attr_classes.get(id(cls))
+    if found is None:
+        imports = flow.ctx.imports if summaries.follow_imports else {}
+        found = summaries._attr_classes[id(cls)] = attribute_classes(
+            cls, summaries.classes, imports)
+    return found.get(node.attr)  # type: ignore[attr-defined]
