@@ -25,7 +25,7 @@ def leaveTopK(x,k):
 	x = x[idx]
 	return x[:k]
 
-#memory leak loop
+#main loop
 out = tr.tensor([],device=device)
 for i in range(300):
 	out = tr.cat([out,pars*sample(data)])
