@@ -2,7 +2,7 @@
 # Adapted: the reporter's DNN (Linear -> LayerNorm -> LeakyReLU -> Linear, n = 512) and the
 #   first lines of calc_gradient_penalty kept; the stored report stops after
 #   `eps = eps.expand(data_shape)`, so the rest of the penalty (interpolation, autograd.grad
-#   with create_graph=True, the norm penalty) and the critic loop around it (Adam, 100 steps of
+#   with create_graph=True, the norm penalty) and the critic loop around it (Adam, 60 steps of
 #   64 random 3-d points) were completed in the usual WGAN-GP form; cpu, seeded.
 import torch
 import torch.nn as nn
@@ -45,7 +45,7 @@ def calc_gradient_penalty(D, real_data, fake_data, device = None):
 torch.manual_seed(0)
 D = DNN()
 optimizer = torch.optim.Adam(D.parameters(), lr=1e-4, betas=(0.5, 0.9))
-for step in range(100):
+for step in range(60):
     real_data = torch.randn(64, 3) + 2.0
     fake_data = torch.randn(64, 3)
     gp = calc_gradient_penalty(D, real_data, fake_data)
@@ -53,5 +53,5 @@ for step in range(100):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    if step % 25 == 0:
+    if step % 20 == 0:
         print(step, loss.item(), gp.item())

@@ -1,8 +1,8 @@
 # Source: https://github.com/pytorch/pytorch/issues/35600
 # Adapted: torchvision's resnet18 replaced by a small conv net (torchvision is not installed),
-#   sample input 2x3x48x64 instead of 2x3x480x640, 150 traces instead of 1000, psutil's
+#   sample input 2x3x48x64 instead of 2x3x480x640, 100 traces instead of 1000, psutil's
 #   memory_full_info replaced by the RSS read from /proc/self/statm (psutil is not
-#   installed), a print every 50 iterations, cpu, seeded.
+#   installed), a print every 25 iterations, cpu, seeded.
 import os
 
 import torch
@@ -34,7 +34,7 @@ with torch.no_grad():
     sample_input = torch.randn(size=[2, 3, 48, 64], requires_grad=False)
 
     #Repeat tracing
-    for i in range(0, 150):
+    for i in range(0, 100):
         tr_model = torch.jit.trace(model, sample_input, check_trace=False)
-        if i % 50 == 0:
+        if i % 25 == 0:
             print("Iter: {} = rss {}".format(i, rss()))

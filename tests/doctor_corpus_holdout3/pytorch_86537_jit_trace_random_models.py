@@ -1,8 +1,8 @@
 # Source: https://github.com/pytorch/pytorch/issues/86537
-# Adapted: the endless `while True` loop bounded to 150 traces, psutil replaced by the RSS read
+# Adapted: the endless `while True` loop bounded to 100 traces, psutil replaced by the RSS read
 #   from /proc/self/statm (psutil is not installed), the loop body after `m =` completed from
 #   the report's description (a new MyModule of random depth and width traced at every
-#   iteration), a print every 50 iterations, cpu, seeded.
+#   iteration), a print every 25 iterations, cpu, seeded.
 import os
 import random
 
@@ -35,11 +35,11 @@ if __name__ == '__main__':
     torch.manual_seed(0)
 
     times = 0
-    while times < 150:
+    while times < 100:
         num_layers = random.randint(1, 15)
         input_dim = random.randint(1, 20)
         m = MyModule(num_layers, input_dim)
         traced = torch.jit.trace(m, torch.randn(4, input_dim))
-        if times % 50 == 0:
+        if times % 25 == 0:
             print(times, rss())
         times += 1
