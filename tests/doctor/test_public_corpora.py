@@ -1,9 +1,11 @@
 """Integrity of the public corpora of real code, not the doctor's score.
 
 ``tests/doctor_corpus_public`` (used while the doctor is improved),
-``tests/doctor_corpus_holdout`` (held out: it shares no source with the public one) and
+``tests/doctor_corpus_holdout`` (held out: it shares no source with the public one),
 ``tests/doctor_corpus_holdout2`` (held out, scored once before any tuning: it shares no
-source with any other corpus). Every script there is adapted from a
+source with any other corpus) and ``tests/doctor_corpus_holdout3`` (held out, built after
+the second was used for tuning: it shares no report with any other corpus). Every script
+there is adapted from a
 public report (a GitHub issue or pull request, a forum thread, a repository at a given
 commit) and says so in its header. This checks the
 manifest and the files only: the manifest is valid and in the main corpus's format, every
@@ -26,7 +28,8 @@ TESTS = Path(__file__).resolve().parents[1]
 #: corpus name -> (directory, fewest scripts it must list)
 CORPORA = {"public": (TESTS / "doctor_corpus_public", 40),
            "holdout": (TESTS / "doctor_corpus_holdout", 27),
-           "holdout2": (TESTS / "doctor_corpus_holdout2", 18)}
+           "holdout2": (TESTS / "doctor_corpus_holdout2", 18),
+           "holdout3": (TESTS / "doctor_corpus_holdout3", 20)}
 #: the corpora whose sources come from public reports, and the linter's recall corpora
 OTHER_SOURCES = [TESTS / "doctor_corpus", TESTS.parent / "benchmarks" / "lint_recall",
                  TESTS.parent / "benchmarks" / "lint_recall_holdout"]
@@ -90,17 +93,22 @@ def _urls_in(directory: Path) -> set[str]:
     return found
 
 
-def test_the_second_held_out_corpus_shares_no_report_with_any_other_corpus():
-    mine = MANIFESTS["holdout2"]["scripts"]
+#: each later held-out corpus -> the corpora built before it, with which it shares no report
+EARLIER = {"holdout2": ("public", "holdout"), "holdout3": ("public", "holdout", "holdout2")}
+
+
+@pytest.mark.parametrize("name", sorted(EARLIER))
+def test_a_later_held_out_corpus_shares_no_report_with_any_other_corpus(name):
+    mine = MANIFESTS[name]["scripts"]
     sources = {_report(e["source"]) for e in mine}
     sources |= {_report(e["fix"]["from"]) for e in mine if "fix" in e}
     others = set()
-    for name in ("public", "holdout"):
-        others |= {_report(u) for u in _urls_in(CORPORA[name][0])}
+    for other in EARLIER[name]:
+        others |= {_report(u) for u in _urls_in(CORPORA[other][0])}
     for directory in OTHER_SOURCES:
         others |= {_report(u) for u in _urls_in(directory)}
     assert not sources & others, sorted(sources & others)
-    taken = {e["script"] for name in ("public", "holdout") for e in MANIFESTS[name]["scripts"]}
+    taken = {e["script"] for other in EARLIER[name] for e in MANIFESTS[other]["scripts"]}
     assert not {e["script"] for e in mine} & taken
 
 
@@ -142,13 +150,16 @@ def test_script_compiles_and_names_its_source(corpus, entry):
         assert lines[fix["line"] - 1].strip() == fix["before"], entry["script"]
 
 
-@pytest.mark.parametrize("entry", MANIFESTS["holdout2"]["scripts"],
-                         ids=[e["script"] for e in MANIFESTS["holdout2"]["scripts"]])
-def test_second_held_out_lines_name_the_culprit(entry):
-    """Every expected line of the second held-out corpus names one of the accepted culprits."""
+LATER_ENTRIES = [(name, e) for name in sorted(EARLIER) for e in MANIFESTS[name]["scripts"]]
+
+
+@pytest.mark.parametrize("corpus, entry", LATER_ENTRIES,
+                         ids=[f"{name}/{e['script']}" for name, e in LATER_ENTRIES])
+def test_later_held_out_lines_name_the_culprit(corpus, entry):
+    """Every expected line of the later held-out corpora names one of the accepted culprits."""
     if entry["cause"] == "healthy":
         return
-    lines = (CORPORA["holdout2"][0] / entry["script"]).read_text(encoding="utf-8").splitlines()
+    lines = (CORPORA[corpus][0] / entry["script"]).read_text(encoding="utf-8").splitlines()
     names = {part for culprit in entry["culprit"]
              for part in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", culprit)} - {"self"}
     for n in entry["line"]:
