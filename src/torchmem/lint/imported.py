@@ -143,23 +143,19 @@ def _parse(path: str) -> ImportedModule | None:
 def find_class(importer: str, qualified: str) -> tuple[ast.ClassDef, ImportedModule] | None:
     """The top-level class ``qualified`` (``"utils.AverageMeter"``) names, seen from the
     file ``importer``, and the parsed file that defines it."""
-    if not importer or importer.startswith("<"):
-        return None
-    for path, name in _candidates(importer, qualified):
-        if not os.path.isfile(path):
-            continue
-        module = _load(path)
-        if module is None:
-            return None
-        node = module.summaries.classes.get(name)
-        return (node, module) if node is not None else None
-    return None
+    return _find(importer, qualified, "classes")
 
 
 def find_function(importer: str, qualified: str
                   ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ImportedModule] | None:
     """The top-level function ``qualified`` (``".utils.train_one_batch"``) names, seen
     from the file ``importer``, and the parsed file that defines it."""
+    return _find(importer, qualified, "functions")
+
+
+def _find(importer: str, qualified: str, table: str):
+    """The definition ``qualified`` names in the summaries' ``table`` (``classes`` or
+    ``functions``) of the first file of the tree it can be, and that file."""
     if not importer or importer.startswith("<"):
         return None
     for path, name in _candidates(importer, qualified):
@@ -168,7 +164,7 @@ def find_function(importer: str, qualified: str
         module = _load(path)
         if module is None:
             return None
-        node = module.summaries.functions.get(name)
+        node = getattr(module.summaries, table).get(name)
         return (node, module) if node is not None else None
     return None
 
