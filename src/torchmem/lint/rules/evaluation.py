@@ -201,7 +201,7 @@ class EvalWithoutNoGrad(Rule):
                     seen.add(id(ctx.fn.node))
                     ctx.report(self, node, (
                         f"forward pass {describe(node.func)}() runs outside torch.no_grad() "
-                        f"when {flag} is false, after .eval() and with backward() only under "
+                        f"when {flag} is false, in eval mode and with backward() only under "
                         f"'if {flag}:': autograd records a graph and saves activations that no "
                         f"backward() will use; run it under torch.no_grad() when not {flag}"))
                     note_finding(ctx)
