@@ -12,7 +12,9 @@ class, in ``forward`` of an ``nn.Module`` class that has parameters of its own (
 inside a trained network, whose inputs are activations with a graph: a module without
 parameters may be an input normaliser fed plain data), outside ``torch.no_grad()``, and an
 argument computed from a parameter of ``forward`` with no ``.detach()``, ``.data`` or
-``.item()`` on the way.
+``.item()`` on the way. A forward that detaches the buffer itself
+(``self.running_mean = self.running_mean.detach()``) drops the previous call's graph on
+each call and is not reported.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ __all__ = ["buffer_fold"]
 _SCRATCH = "buffer_fold"
 _INPLACE = frozenset({"add_", "sub_", "mul_", "div_", "copy_", "lerp_", "addcmul_",
                       "addcdiv_", "set_"})
-_CLEAN = frozenset({"detach", "item", "tolist", "numpy", "float", "int", "size", "dim"})
+_CLEAN = frozenset({"detach", "item", "tolist", "numpy", "float", "int", "len", "size", "dim",
+                    "numel", "nelement", "element_size"})
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -81,6 +84,18 @@ def _from_input(expr: ast.AST, params: frozenset[str], defs: dict[str, list[ast.
     return False
 
 
+def _cut(fn: ast.AST, name: str) -> bool:
+    """Whether ``fn`` detaches the buffer itself (``self.name = self.name.detach()``,
+    ``self.name.detach_()``): each call then drops the previous call's graph."""
+    for node in ast.walk(fn):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and \
+                node.func.attr in ("detach", "detach_") and \
+                type(node.func.value) is ast.Attribute and node.func.value.attr == name and \
+                type(node.func.value.value) is ast.Name and node.func.value.value.id == "self":
+            return True
+    return False
+
+
 def buffer_fold(node: ast.AST, ctx: Context) -> tuple[str, ast.expr] | None:
     """``(buffer, value)`` when ``node`` folds a graph-carrying statistic of the forward's
     input into a registered buffer: an in-place call on it, or ``self.<buffer> = ...`` /
@@ -115,7 +130,7 @@ def buffer_fold(node: ast.AST, ctx: Context) -> tuple[str, ast.expr] | None:
     else:
         name = target.attr if type(target) is ast.Attribute and type(target.value) is \
             ast.Name and target.value.id == "self" and target.attr in memo[id(cls)] else None
-    if name is None:
+    if name is None or _cut(fn.node, name):
         return None
     args = fn.node.args  # type: ignore[attr-defined]
     params = frozenset(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
