@@ -6,9 +6,11 @@ with history, and each call chains its graph (and the activations the input's gr
 saved) onto the buffer's previous value, which lives as long as the module. The fix is
 ``mean.detach()`` (or the update under ``torch.no_grad()``).
 
-What counts: an in-place call (``add_``, ``copy_``, ``lerp_``...) whose receiver, through a
-chain of in-place calls, is ``self.<name>`` registered with ``register_buffer`` in the
-class, in ``forward`` of an ``nn.Module`` class that has parameters of its own (a layer
+What counts: an update of ``self.<name>``, registered with ``register_buffer`` in the
+class, that decays its old value as a running statistic does (an in-place chain with
+``mul_`` or ``lerp_``: ``self.m.mul_(1 - k).add_(x)``; ``self.m = (1 - k) * self.m + ...``,
+``self.m.copy_((1 - k) * self.m + ...)``;
+a plain running sum ``self.m = self.m + x`` is not read), in ``forward`` of an ``nn.Module`` class that has parameters of its own (a layer
 inside a trained network, whose inputs are activations with a graph: a module without
 parameters may be an input normaliser fed plain data), outside ``torch.no_grad()``, and an
 argument computed from a parameter of ``forward`` with no ``.detach()``, ``.data`` or
@@ -48,16 +50,31 @@ def _buffers(cls: ast.ClassDef) -> frozenset[str]:
     return frozenset(out)
 
 
-def _buffer(func: ast.Attribute, buffers: frozenset[str]) -> str | None:
-    """``name`` when ``func``'s receiver is ``self.name`` through in-place calls."""
-    recv = func.value
+def _is_self(node: ast.AST, name: str) -> bool:
+    return type(node) is ast.Attribute and type(node.value) is ast.Name and \
+        node.value.id == "self" and node.attr == name
+
+
+def _buffer(func: ast.Attribute, buffers: frozenset[str], args: list[ast.expr]) -> str | None:
+    """``name`` when ``func`` is an in-place update of ``self.name`` that decays its old
+    value, a running statistic: ``self.name.mul_(1 - m).add_(...)``, ``.lerp_(...)``,
+    ``self.name.copy_((1 - m) * self.name + ...)``."""
+    recv, decays = func.value, func.attr == "lerp_"
     while type(recv) is ast.Call and type(recv.func) is ast.Attribute and \
             recv.func.attr in _INPLACE:
+        decays = decays or recv.func.attr in ("mul_", "lerp_")
         recv = recv.func.value
     if type(recv) is ast.Attribute and type(recv.value) is ast.Name and \
-            recv.value.id == "self" and recv.attr in buffers:
+            recv.value.id == "self" and recv.attr in buffers and \
+            (decays or any(_decayed(a, recv.attr) for a in args)):
         return recv.attr
     return None
+
+
+def _decayed(value: ast.AST, name: str) -> bool:
+    """Whether ``value`` scales the buffer's old value (``(1 - m) * self.name + ...``)."""
+    return any(type(n) is ast.BinOp and type(n.op) is ast.Mult and
+               (_is_self(n.left, name) or _is_self(n.right, name)) for n in ast.walk(value))
 
 
 def _from_input(expr: ast.AST, params: frozenset[str], defs: dict[str, list[ast.expr]],
@@ -126,10 +143,11 @@ def buffer_fold(node: ast.AST, ctx: Context) -> tuple[str, ast.expr] | None:
     if not memo[id(cls)]:
         return None
     if type(node) is ast.Call:
-        name = _buffer(target, memo[id(cls)])  # type: ignore[arg-type]
+        name = _buffer(target, memo[id(cls)], values)  # type: ignore[arg-type]
     else:
         name = target.attr if type(target) is ast.Attribute and type(target.value) is \
-            ast.Name and target.value.id == "self" and target.attr in memo[id(cls)] else None
+            ast.Name and target.value.id == "self" and target.attr in memo[id(cls)] and \
+            _decayed(values[0], target.attr) else None
     if name is None or _cut(fn.node, name):
         return None
     args = fn.node.args  # type: ignore[attr-defined]
