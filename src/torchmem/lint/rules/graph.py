@@ -152,9 +152,10 @@ class GraphAccumulation(Rule):
         output argument to ``self.*`` or to a list of the enclosing function, keeping one
         graph per forward pass. In the ``forward`` of an ``nn.Module`` with parameters of
         its own, it flags a statistic of the input folded into a ``register_buffer``
-        buffer with recording on (``self.running_mean.mul_(1 - m).add_(mean * m)``,
-        ``self.running_var = ... + m * var``, no ``.detach()``): the buffer chains every
-        call's graph onto its previous value.
+        buffer with recording on, in an update that decays the buffer's old value
+        (``self.running_mean.mul_(1 - m).add_(mean * m)``,
+        ``self.running_var = (1 - m) * self.running_var + m * var``, no ``.detach()``):
+        the buffer chains every call's graph onto its previous value.
 
     Why:
         A tensor produced by a forward pass references its ``grad_fn``, and through it the
