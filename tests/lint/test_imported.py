@@ -250,6 +250,37 @@ def test_method_of_an_attribute_bound_to_an_imported_class(tmp_path):
     assert found([tmp_path / "trainer.py"]) == [("trainer.py", 21, "TMM101")]
 
 
+RUNNER = '''\
+from utils.meters import AverageMeter
+
+
+class Runner:
+    def __init__(self, model, optimizer, criterion):
+        self.model, self.optimizer, self.criterion = model, optimizer, criterion
+        self.losses = AverageMeter()
+        self.shown = AverageMeter()
+
+    def train_step(self, x, y):
+        loss = self.criterion(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.losses.update(loss, x.size(0))
+        self.shown.update(loss.item(), x.size(0))
+
+    def report(self, loss):
+        self.losses.update(loss, 1)  # not a step: the imported class is not read here
+'''
+
+
+def test_imported_class_in_a_train_step_method_without_a_loop(tmp_path):
+    # train_step runs once per step, like a loop's body: the meter's file is read there
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "meters.py").write_text(METERS)
+    (tmp_path / "runner.py").write_text(RUNNER)
+    assert found([tmp_path / "runner.py"]) == [("runner.py", 15, "TMM101")]
+
+
 ENGINE = '''\
 class Engine:
     def __init__(self, model, optimizer, criterion):

@@ -30,7 +30,7 @@ from torchmem.lint.knowledge import (
     TENSOR_ONLY_METHODS,
 )
 
-__all__ = ["LoopFacts", "FunctionFacts", "key_of", "mentions", "target_keys"]
+__all__ = ["LoopFacts", "FunctionFacts", "key_of", "mentions", "mode_flag", "target_keys"]
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -152,6 +152,8 @@ class FunctionFacts:
         self.has_step = False
         self.has_zero_grad = False
         self.eval_receivers: set[str] = set()
+        #: names given as the mode of ``module.train(flag)`` / ``module.train(mode=flag)``
+        self.mode_flags: set[str] = set()
         self.grad_disabled_keys: set[str] = set()
         #: names stored somewhere that outlives the statement (appended, returned, stored)
         self.escapes: set[str] = set()
@@ -253,3 +255,12 @@ class FunctionFacts:
             self._slice()
         assert self._names is not None
         return self._names
+
+
+def mode_flag(call: ast.Call) -> str | None:
+    """``flag`` for ``module.train(flag)`` / ``module.train(mode=flag)`` with a plain name
+    as the mode: training mode when the flag is true, evaluation mode when it is false."""
+    args = call.args or [kw.value for kw in call.keywords if kw.arg == "mode"]
+    if len(args) == 1 and len(call.args) + len(call.keywords) == 1 and type(args[0]) is ast.Name:
+        return args[0].id
+    return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from torchmem.lint.facts import FunctionFacts, LoopFacts, key_of, target_keys
+from torchmem.lint.facts import FunctionFacts, LoopFacts, key_of, mode_flag, target_keys
 from torchmem.lint.knowledge import BACKWARD_CALLERS, OPTIMIZER_NAME, last_name
 
 __all__ = ["gather"]
@@ -105,6 +105,8 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 loop.zero_grad = True
         elif attr == "eval" and not node.args and recv:
             facts.eval_receivers.add(recv)
+        elif attr == "train" and recv and mode_flag(node) is not None:
+            facts.mode_flags.add(mode_flag(node))  # type: ignore[arg-type]
         elif attr in _ACCUMULATE and recv and node.args:
             facts.defs.setdefault(recv, []).extend(node.args)
             for arg in node.args:

@@ -13,7 +13,8 @@ What is resolved:
     file's directory and up to :data:`MAX_UP` directories above it), for a function
     defined at the top level of that file, called inside a per-step loop of the linted file
     (a loop over a data loader, or one that calls ``backward()``/``step()`` itself: where
-    a kept graph, a training step or an evaluation forward pass matters), or a call that
+    a kept graph, a training step or an evaluation forward pass matters; a ``train_step``
+    method counts as such a loop's body), or a call that
     TMM103 judges to be made by evaluation code outside ``no_grad`` (after
     ``model.eval()``, or in a loop of a function named like evaluation: ``model.eval();
     evaluate(model, dev_data)`` with ``evaluate`` from another file); the kinds the

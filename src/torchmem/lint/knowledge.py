@@ -15,7 +15,7 @@ __all__ = [
     "FACTORIES", "NO_GRAPH_METHODS", "SCALAR_METHODS", "NO_GRAPH_FUNCTIONS", "SCALAR_ATTRS",
     "INPLACE_SAFE_ON_LEAF", "MODEL_NAME", "LOSS_NAME", "LOADER_NAME", "EVAL_LOADER_NAME",
     "EVAL_FUNCTION", "OPTIMIZER_NAME", "is_no_grad_decorator", "BACKWARD_CALLERS",
-    "is_inplace_method", "TARGET_NAME",
+    "is_inplace_method", "TARGET_NAME", "STEP_FUNCTIONS",
     "NO_GRAD_CONTEXTS", "ENABLE_GRAD_CONTEXTS", "GRAPH_FREE_BUILTINS", "PASS_THROUGH_BUILTINS",
     "LIGHTNING_NO_GRAD_HOOKS", "last_name", "VERB_PREFIX", "is_model_name", "MOVE_METHODS",
     "TUPLE_RESULTS", "TENSOR_ONLY_METHODS", "is_constructor_name", "MODEL_STEP_METHODS",
@@ -198,3 +198,7 @@ def is_inplace_method(name: str) -> bool:
 def last_name(key: str) -> str:
     """The last component of a dotted key: ``"self.model"`` -> ``"model"``."""
     return key.rpartition(".")[2]
+
+#: methods a framework (or a runner) calls once per training step (their ``self.*``
+#: containers persist)
+STEP_FUNCTIONS = frozenset({"training_step", "train_step", "training_step_end"})

@@ -35,6 +35,7 @@ from torchmem.lint.facts import key_of
 from torchmem.lint.imported import imported_from
 from torchmem.lint.instances import attribute_class
 from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
+from torchmem.lint.knowledge import STEP_FUNCTIONS
 from torchmem.lint.stored import keeps_graph
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -350,9 +351,10 @@ class Summaries:
 
 
 def _step_loop(flow: Flow) -> bool:
-    """Whether the current point is in a loop over a data loader or a loop that calls
-    ``backward()``/``step()`` itself: where an imported helper's summary matters."""
-    return any(lp.loader or lp.training for lp in flow.ctx.loops)
+    """Whether the current point is in a loop over a data loader or a loop that trains, or
+    in a ``train_step`` method run once per step: where an imported helper's summary matters."""
+    return any(lp.loader or lp.training for lp in flow.ctx.loops) or \
+        getattr(flow.ctx.fn, "name", None) in STEP_FUNCTIONS
 
 
 def _merge(returns: list[int]) -> int:

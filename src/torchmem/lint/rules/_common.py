@@ -6,6 +6,7 @@ import ast
 from typing import TYPE_CHECKING, NamedTuple
 
 from torchmem.lint.facts import key_of
+from torchmem.lint.knowledge import STEP_FUNCTIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
@@ -17,10 +18,6 @@ __all__ = ["Accumulation", "accumulation", "is_forward_function", "STEP_FUNCTION
 _ACC_METHODS = frozenset({"append", "appendleft", "extend", "insert", "add"})
 _CONCAT = frozenset({"torch.cat", "torch.stack", "torch.vstack", "torch.hstack", "torch.concat",
                      "torch.concatenate", "torch.row_stack", "torch.column_stack"})
-
-#: methods a framework calls once per training step (their ``self.*`` containers persist)
-STEP_FUNCTIONS = frozenset({"training_step", "train_step", "training_step_end"})
-
 
 def is_hook(ctx: Context) -> bool:
     """Whether the current function is a forward hook (:mod:`torchmem.lint.hooks`)."""

@@ -1,7 +1,8 @@
 """Modules that a plain class puts in evaluation mode for good (no torch).
 
 ``self.lm = language_model; self.lm.eval()`` in ``__init__`` (or
-``self.encoder = build().eval()``), and no method of the class ever calls
+``self.encoder = build().eval()``; or in a method that ``__init__`` calls on ``self``, such
+as ``self._load_model(path)``), and no method of the class ever calls
 ``self.lm.train()``: the object uses the module for inference only (a scorer, a feature
 extractor for a metric, a frozen teacher). Its forward passes in the other methods record
 a graph for nothing unless they run under ``torch.no_grad()``.
@@ -50,8 +51,14 @@ def _eval_only(cls: ast.ClassDef) -> frozenset[str]:
     init = next((s for s in cls.body if isinstance(s, _FUNCS) and s.name == "__init__"), None)
     if init is None:
         return frozenset()
-    evaluated: set[str] = set()
+    methods = {s.name: s for s in cls.body if isinstance(s, _FUNCS)}
+    setup = [init]  # __init__ and the methods it calls on self (self._load_model(path))
     for node in ast.walk(init):
+        if type(node) is ast.Call and _self_attr(node.func) in methods and \
+                _self_attr(node.func) != "__init__":
+            setup.append(methods[_self_attr(node.func)])  # type: ignore[index]
+    evaluated: set[str] = set()
+    for node in (n for fn in setup for n in ast.walk(fn)):
         receiver = _mode_call(node, "eval")
         if receiver is not None and _self_attr(receiver):
             evaluated.add(_self_attr(receiver))  # type: ignore[arg-type]

@@ -8,7 +8,8 @@ that no ``backward()`` will use.
 
 What makes the function one: the flag is a parameter never assigned in the function; one
 ``if flag:`` / ``if not flag:`` statement puts the model in eval mode on the false path
-(``.eval()`` as a statement of that branch); every ``backward()``/``step()`` call, and every
+(``.eval()`` as a statement of that branch), or one statement ``model.train(flag)`` /
+``model.train(mode=flag)`` does it when the flag is false; every ``backward()``/``step()`` call, and every
 call of a function of the file that runs one, is inside a branch taken only when the flag
 is true. The forward passes that count come after that switch, outside such branches.
 """
@@ -19,6 +20,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.children import all_statements
+from torchmem.lint.facts import mode_flag
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
@@ -101,7 +103,7 @@ def _trains(call: ast.Call, ctx: Context, cls: str | None) -> bool:
 def _analyse(fn: ast.AST, params: frozenset[str], ctx: Context, cls: str | None
              ) -> tuple[str, int, frozenset[int]] | None:
     """``(flag, line after the switch, ids of the nodes run only when the flag is true)``."""
-    switches: list[tuple[str, ast.If]] = []
+    switches: list[tuple[str, ast.stmt]] = []
     true_bodies: dict[str, list[list[ast.stmt]]] = {}
     for stmt in all_statements(fn):
         if type(stmt) is ast.Assign or type(stmt) is ast.AugAssign or \
@@ -111,6 +113,12 @@ def _analyse(fn: ast.AST, params: frozenset[str], ctx: Context, cls: str | None
                 for n in ast.walk(tg):
                     if type(n) is ast.Name:
                         params = params - {n.id}  # the flag must keep its argument's value
+            continue
+        value = stmt.value if type(stmt) is ast.Expr else None  # type: ignore[attr-defined]
+        if type(value) is ast.Call and type(value.func) is ast.Attribute and \
+                value.func.attr == "train" and mode_flag(value) is not None:
+            switches.append((mode_flag(value), stmt))  # type: ignore[arg-type]
+            true_bodies.setdefault(mode_flag(value), [])  # type: ignore[arg-type]
             continue
         if type(stmt) is not ast.If:
             continue
@@ -147,7 +155,8 @@ def flag_eval(call: ast.Call, ctx: Context) -> str | None:
     evaluates by a flag parameter: after the switch, outside the flag's true branches."""
     fn = ctx.fn
     facts = fn.facts
-    if not facts.eval_receivers or not (facts.has_backward or facts.has_step):
+    if not (facts.eval_receivers or facts.mode_flags) or not (facts.has_backward or
+                                                              facts.has_step):
         return None
     memo = ctx.scratch.setdefault(_SCRATCH, {})
     key = id(fn.node)

@@ -201,7 +201,7 @@ class EvalWithoutNoGrad(Rule):
                     seen.add(id(ctx.fn.node))
                     ctx.report(self, node, (
                         f"forward pass {describe(node.func)}() runs outside torch.no_grad() "
-                        f"when {flag} is false, after .eval() and with backward() only under "
+                        f"when {flag} is false, in eval mode and with backward() only under "
                         f"'if {flag}:': autograd records a graph and saves activations that no "
                         f"backward() will use; run it under torch.no_grad() when not {flag}"))
                     note_finding(ctx)
@@ -276,8 +276,8 @@ class EvalWithoutNoGrad(Rule):
             seen.add(id(fn.node))
             ctx.report(self, node, (
                 f"forward pass {describe(node.func)}() outside torch.no_grad(): "
-                f"{fn.class_name}.__init__ puts self.{attr} in eval mode and nothing trains it, "
-                f"yet each call of {fn.name}() records a graph and saves activations that no "
+                f"{fn.class_name}.__init__ (or a method it calls) puts self.{attr} in eval "
+                f"mode and nothing trains it, yet each call of {fn.name}() records a graph and saves activations that no "
                 f"backward() will use; run it under torch.no_grad() or torch.inference_mode()"))
             note_finding(ctx)
         return True

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import CONTAINER, GRAPH, LEAF, TENSOR, TYPED, VALUE
 from torchmem.lint.registry import Rule, register
+from torchmem.lint.rules._buffer_fold import buffer_fold
 from torchmem.lint.rules._callee_stores import (
     accumulating_method,
     callee_store,
@@ -149,7 +150,12 @@ class GraphAccumulation(Rule):
         then ``losses[-1].backward()``): whatever the value's origin, it carries a graph;
         and a forward hook (``layer.register_forward_hook(self.save)``) that appends its
         output argument to ``self.*`` or to a list of the enclosing function, keeping one
-        graph per forward pass.
+        graph per forward pass. In the ``forward`` of an ``nn.Module`` with parameters of
+        its own, it flags a statistic of the input folded into a ``register_buffer``
+        buffer with recording on, in an update that decays the buffer's old value
+        (``self.running_mean.mul_(1 - m).add_(mean * m)``,
+        ``self.running_var = (1 - m) * self.running_var + m * var``, no ``.detach()``):
+        the buffer chains every call's graph onto its previous value.
 
     Why:
         A tensor produced by a forward pass references its ``grad_fn``, and through it the
@@ -304,7 +310,18 @@ class GraphAccumulation(Rule):
             fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
         ctx.report(self, node, msg, fix)
 
+    def _check_buffer(self, node: ast.AST, ctx: Context) -> None:
+        found = buffer_fold(node, ctx)
+        if found is not None:
+            name, value = found
+            ctx.report(self, value, (
+                f"'{describe(value)}' is computed from the input of forward() with autograd "
+                f"on and folded into the buffer 'self.{name}', which lives as long as the "
+                f"module: each call chains its graph onto the buffer's previous value; fold "
+                f"a detached value (.detach()) or update the buffer under torch.no_grad()"))
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        self._check_buffer(node, ctx)
         if type(node.func) is ast.Attribute and (ctx.loops or per_call(ctx)):
             self._check(node, ctx)
             self._check_callee(node, ctx)
@@ -333,9 +350,11 @@ class GraphAccumulation(Rule):
             ctx.report(self, value, msg, fix)
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
+        self._check_buffer(node, ctx)
         if ctx.loops or per_call(ctx):
             self._check(node, ctx)
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        self._check_buffer(node, ctx)
         if ctx.loops or per_call(ctx):
             self._check(node, ctx)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import GRAPH, LEAF, TENSOR
 from torchmem.lint.registry import Rule, register
+from torchmem.lint.stored import keeps_graph
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
@@ -39,6 +40,16 @@ def _does_nothing(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         s.value, ast.Constant) for s in fn.body)
 
 
+def _through_call(value: ast.expr, ctx: Context) -> bool:
+    """A name whose every assignment in the step is a call the linter cannot see into made
+    on a graph-carrying tensor (``self.criterion(preds, y)``): its result is taken to carry
+    the graph, as for a value stored on an object (:func:`~torchmem.lint.stored.keeps_graph`)."""
+    if type(value) is not ast.Name or ctx.kind(value) or ctx.fn is None:
+        return False
+    defs = ctx.fn.facts.defs.get(value.id)
+    return bool(defs) and all(type(d) is ast.Call and keeps_graph(d, ctx) for d in defs)
+
+
 @register
 class StepOutputsKept(Rule):
     """A Lightning step returns tensors besides the loss that the epoch-end hook keeps.
@@ -47,7 +58,9 @@ class StepOutputsKept(Rule):
         Flags ``return {"loss": loss, "preds": preds, ...}`` in ``training_step`` (or
         ``validation_step``/``test_step``) of a class that also defines the matching
         ``training_epoch_end`` (``validation_epoch_end``, ``test_epoch_end``), when an
-        entry other than ``loss`` is a tensor.
+        entry other than ``loss`` is a tensor, or a name whose every assignment in the
+        step is a call the linter cannot see into made on a graph-carrying tensor
+        (``part = self.loss_fn(preds[:, :2], y)``: taken to carry the graph).
 
     Why:
         Before Lightning 2.0, overriding ``*_epoch_end(outputs)`` makes Lightning collect
@@ -105,7 +118,8 @@ class StepOutputsKept(Rule):
             return
         kept = [k.value for k, v in zip(value.keys, value.values)
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)
-                and k.value not in _CONSUMED and ctx.kind(v) & (GRAPH | LEAF | TENSOR)]
+                and k.value not in _CONSUMED and (ctx.kind(v) & (GRAPH | LEAF | TENSOR)
+                                                  or _through_call(v, ctx))]
         if not kept:
             return
         names = ", ".join(f"'{k}'" for k in kept)

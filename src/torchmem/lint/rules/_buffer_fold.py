@@ -1,0 +1,159 @@
+"""Running statistics folded into a module's buffer with the input's graph (no torch).
+
+``self.running_mean.mul_(1 - m).add_(mean * m)`` in the ``forward`` of a layer, with
+``mean = inputs.mean(0)`` computed while autograd records: the buffer becomes a tensor
+with history, and each call chains its graph (and the activations the input's graph
+saved) onto the buffer's previous value, which lives as long as the module. The fix is
+``mean.detach()`` (or the update under ``torch.no_grad()``).
+
+What counts: an update of ``self.<name>``, registered with ``register_buffer`` in the
+class, that decays its old value as a running statistic does (an in-place chain with
+``mul_`` or ``lerp_``: ``self.m.mul_(1 - k).add_(x)``; ``self.m = (1 - k) * self.m + ...``,
+``self.m.copy_((1 - k) * self.m + ...)``;
+a plain running sum ``self.m = self.m + x`` is not read), in ``forward`` of an ``nn.Module`` class that has parameters of its own (a layer
+inside a trained network, whose inputs are activations with a graph: a module without
+parameters may be an input normaliser fed plain data), outside ``torch.no_grad()``, and an
+argument computed from a parameter of ``forward`` with no ``.detach()``, ``.data`` or
+``.item()`` on the way. A forward that detaches the buffer itself
+(``self.running_mean = self.running_mean.detach()``) drops the previous call's graph on
+each call and is not reported.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from torchmem.lint.kinds import LEAF
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.context import Context
+
+__all__ = ["buffer_fold"]
+
+_SCRATCH = "buffer_fold"
+_INPLACE = frozenset({"add_", "sub_", "mul_", "div_", "copy_", "lerp_", "addcmul_",
+                      "addcdiv_", "set_"})
+_CLEAN = frozenset({"detach", "item", "tolist", "numpy", "float", "int", "len", "size", "dim",
+                    "numel", "nelement", "element_size"})
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _buffers(cls: ast.ClassDef) -> frozenset[str]:
+    """Names registered with ``self.register_buffer("name", ...)`` in the class."""
+    out = set()
+    for node in ast.walk(cls):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and \
+                node.func.attr == "register_buffer" and node.args and \
+                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            out.add(node.args[0].value)
+    return frozenset(out)
+
+
+def _is_self(node: ast.AST, name: str) -> bool:
+    return type(node) is ast.Attribute and type(node.value) is ast.Name and \
+        node.value.id == "self" and node.attr == name
+
+
+def _buffer(func: ast.Attribute, buffers: frozenset[str], args: list[ast.expr]) -> str | None:
+    """``name`` when ``func`` is an in-place update of ``self.name`` that decays its old
+    value, a running statistic: ``self.name.mul_(1 - m).add_(...)``, ``.lerp_(...)``,
+    ``self.name.copy_((1 - m) * self.name + ...)``."""
+    recv, decays = func.value, func.attr == "lerp_"
+    while type(recv) is ast.Call and type(recv.func) is ast.Attribute and \
+            recv.func.attr in _INPLACE:
+        decays = decays or recv.func.attr in ("mul_", "lerp_")
+        recv = recv.func.value
+    if type(recv) is ast.Attribute and type(recv.value) is ast.Name and \
+            recv.value.id == "self" and recv.attr in buffers and \
+            (decays or any(_decayed(a, recv.attr) for a in args)):
+        return recv.attr
+    return None
+
+
+def _decayed(value: ast.AST, name: str) -> bool:
+    """Whether ``value`` scales the buffer's old value (``(1 - m) * self.name + ...``)."""
+    return any(type(n) is ast.BinOp and type(n.op) is ast.Mult and
+               (_is_self(n.left, name) or _is_self(n.right, name)) for n in ast.walk(value))
+
+
+def _from_input(expr: ast.AST, params: frozenset[str], defs: dict[str, list[ast.expr]],
+                seen: set[str]) -> bool:
+    """Whether ``expr`` is computed from one of ``params`` without a detaching step."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and \
+                node.func.attr in _CLEAN:
+            continue
+        if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in _CLEAN:
+            continue
+        if type(node) is ast.Attribute and node.attr in ("data", "shape", "dtype", "device"):
+            continue
+        if type(node) is ast.Name:
+            if node.id in params:
+                return True
+            if node.id not in seen and node.id in defs:
+                seen.add(node.id)
+                stack.extend(defs[node.id])
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _cut(fn: ast.AST, name: str) -> bool:
+    """Whether ``fn`` detaches the buffer itself (``self.name = self.name.detach()``,
+    ``self.name.detach_()``): each call then drops the previous call's graph."""
+    for node in ast.walk(fn):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and \
+                node.func.attr in ("detach", "detach_") and \
+                type(node.func.value) is ast.Attribute and node.func.value.attr == name and \
+                type(node.func.value.value) is ast.Name and node.func.value.value.id == "self":
+            return True
+    return False
+
+
+def buffer_fold(node: ast.AST, ctx: Context) -> tuple[str, ast.expr] | None:
+    """``(buffer, value)`` when ``node`` folds a graph-carrying statistic of the forward's
+    input into a registered buffer: an in-place call on it, or ``self.<buffer> = ...`` /
+    ``self.<buffer> += ...`` (see the module docstring)."""
+    fn = ctx.fn
+    if fn is None or ctx.no_grad or not ctx.in_module_class or fn.name != "forward" or \
+            ctx.summaries is None:
+        return None
+    if type(node) is ast.Call:
+        if type(node.func) is not ast.Attribute or node.func.attr not in _INPLACE or \
+                not node.args:
+            return None
+        target: ast.expr = node.func
+        values: list[ast.expr] = list(node.args)
+    elif type(node) is ast.Assign and len(node.targets) == 1:
+        target, values = node.targets[0], [node.value]
+    elif type(node) is ast.AugAssign:
+        target, values = node.target, [node.value]
+    else:
+        return None
+    cls = ctx.summaries.classes.get(fn.class_name or "")
+    if cls is None or not any(s is fn.node for s in cls.body):
+        return None
+    memo = ctx.scratch.setdefault(_SCRATCH, {})
+    if id(cls) not in memo:
+        own = any(kind & LEAF for kind in (ctx.class_attrs or {}).values())
+        memo[id(cls)] = _buffers(cls) if own else frozenset()
+    if not memo[id(cls)]:
+        return None
+    if type(node) is ast.Call:
+        name = _buffer(target, memo[id(cls)], values)  # type: ignore[arg-type]
+    else:
+        name = target.attr if type(target) is ast.Attribute and type(target.value) is \
+            ast.Name and target.value.id == "self" and target.attr in memo[id(cls)] and \
+            _decayed(values[0], target.attr) else None
+    if name is None or _cut(fn.node, name):
+        return None
+    args = fn.node.args  # type: ignore[attr-defined]
+    params = frozenset(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
+                       if a.arg != "self")
+    for value in values:
+        if _from_input(value, params, fn.facts.defs, set()):
+            return name, value
+    return None
