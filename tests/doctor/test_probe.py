@@ -37,6 +37,8 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("recorder_alias.py", "retained_graph", None, 27),  # rec.add(...), not the alias's append
     ("detached_cache.py", "growing_container", "memo", 14),
     ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
+    # the same hooks on every sub-module: the top hook dict, at its own register call
+    ("hooks_per_module.py", "growing_container", "model._forward_hooks", 13),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
     ("manual_update_data.py", "grad_not_cleared", "net", 10),
     ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step

@@ -52,6 +52,7 @@ from torchmem.doctor.path_trend import (
     MIN_GRAPHS_PER_STEP,
     culprit_paths,
     growing_paths,
+    hook_owner,
     path_signal,
     significant_growth,
 )
@@ -206,6 +207,13 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             extra_evidence = (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
                               f"it is handed: the values come from `{site.code}` (line "
                               f"{site.line}){via}",)
+        spread = hook_owner(path, growing, paths) if hooks else None
+        if spread is not None:
+            owner_path, dicts = spread
+            extra_evidence += (f"`{owner_path}` and its sub-modules gain "
+                               f"{growing[owner_path]['hooks']:+.1f} hooks per step in all, in "
+                               f"{dicts} hook dicts ({paths[owner_path].hooks} hooks at step "
+                               f"{last_step}): the same hooks are registered on each module",)
         if stats.kind == "grad":
             culprit, fix, line = grad_path_finding(stats, ev.create_graph_site or ev.backward_site)
             extra_evidence, stmt = (line,), None
