@@ -371,7 +371,7 @@ class DoctorProbe(Probe):
             self.findings = []
         try:
             named = {f.culprit.name for f in self.findings if f.culprit is not None}
-            self.findings += [f for f in self.passes.findings()
+            self.findings += [f for f in self.passes.findings(self.evidence.snapshots)
                               if f.culprit is None or f.culprit.name not in named]
         except Exception as err:  # noqa: BLE001
             self._record_error("evaluation-pass diagnosis", 0, err)
