@@ -32,6 +32,8 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("hidden_chain.py", "hidden_state_chain", "state", 23),
     ("eval_graph.py", "eval_graph", "self.predictions", 15),
     ("view_pins.py", "view_pins_storage", "firsts", 14),
+    # scalar losses that are views of their elementwise buffer, kept with their graphs
+    ("loss_log_dicts.py", "retained_graph", "outputs", 13),
     ("dict_keys_helper.py", "retained_graph", "history['probs']", 10),
     ("meter_helper.py", "retained_graph", "meters['loss'].total", 31),  # the call, not Meter.update
     ("recorder_alias.py", "retained_graph", None, 27),  # rec.add(...), not the alias's append

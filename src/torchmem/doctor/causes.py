@@ -115,6 +115,16 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
     return "growing_container"
 
 
+def _graphs_outweigh_views(cause: str, sig: dict[str, float], heap: Growth | None) -> bool:
+    """A growing path classified ``view_pins_storage`` whose tensors carry graphs, while
+    the heap grows at least twice as fast as their storage (the one culprit of the run):
+    the graphs, not the pinned storage, are most of what is kept (a scalar loss that is a
+    view of its elementwise buffer, kept with its graph in a log)."""
+    return (cause == "view_pins_storage" and sig["grad_tensors"] >= MIN_GRAPHS_PER_STEP
+            and heap is not None and heap.verdict == "growing"
+            and heap.bytes_per_step >= 2 * max(sig["bytes"], 1.0))
+
+
 def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_step: int,
                     last_step: int, owner_type: str | None = None) -> list[str]:
     lines = []
@@ -167,9 +177,13 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
     there is an evaluation graph."""
     findings = []
     first_step, last_step = snapshot_steps[-2], snapshot_steps[-1]
-    for path in culprit_paths(growing, paths):
+    culprits = culprit_paths(growing, paths)
+    for path in culprits:
         stats, sig = paths[path], growing[path]
         cause = _classify(stats, sig, ev)
+        graphs_outweigh = len(culprits) == 1 and _graphs_outweigh_views(cause, sig, growth.get("cpu"))
+        if graphs_outweigh:
+            cause = "retained_graph"
         if eval_pass and cause == "retained_graph":
             cause = "eval_graph"
         want = "hook" if cause == "growing_container" and (stats.kind == "hook" or sig["hooks"] > 0) else (
@@ -214,6 +228,11 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                                f"{growing[owner_path]['hooks']:+.1f} hooks per step in all, in "
                                f"{dicts} hook dicts ({paths[owner_path].hooks} hooks at step "
                                f"{last_step}): the same hooks are registered on each module",)
+        if graphs_outweigh:
+            extra_evidence += (f"the tensors kept are views that pin {format_bytes(stats.pinned_bytes)}"
+                               f" of storage, but the heap grows {growth['cpu'].bytes_per_step / max(sig['bytes'], 1.0):.1f}"
+                               " times faster than their storage: most of what is kept is "
+                               "the autograd graph each of them carries",)
         if stats.kind == "grad":
             culprit, fix, line = grad_path_finding(stats, ev.create_graph_site or ev.backward_site)
             extra_evidence, stmt = (line,), None
