@@ -23,7 +23,9 @@ backward flags seen each step, gradient checks, what private garbage collections
   ``backward_flags_graph``; heap growth that nothing in Python explains ->
   ``untracked_growth`` (:mod:`torchmem.doctor.held`);
 * heap growth with flat tensor storage that a container of Python objects (floats,
-  numpy arrays) explains -> ``growing_container`` (:mod:`torchmem.doctor.object_growth`).
+  numpy arrays) explains -> ``growing_container`` (:mod:`torchmem.doctor.object_growth`);
+* a variable's old values kept alive by autograd graphs that no variable reaches (a cycle
+  inside autograd's C++) -> ``reference_cycle`` (:mod:`torchmem.doctor.autograd_held`).
 
 Which paths count as growing, and which path along a growing variable is named, is
 :mod:`torchmem.doctor.path_trend`; the evidence records are :mod:`torchmem.doctor.evidence`.
@@ -34,6 +36,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from torchmem.doctor import edits as fix_edit
+from torchmem.doctor.autograd_held import autograd_held_findings
 from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
@@ -318,9 +321,11 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     python = container_findings(snaps, by_device.get("cpu"), ev.steps, explained,
                                 trains=ev.backward_steps >= 0.5 * ev.steps)
     findings += python
+    held = autograd_held_findings(snaps, by_device.get("cpu"), ev.steps, explained or bool(python))
+    findings += held
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
                                    ev.native_call_sites, ev.backward_site,
-                                   explained or bool(python))
+                                   explained or bool(python) or bool(held))
     findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))

@@ -268,7 +268,8 @@ class DoctorProbe(Probe):
             self.evidence.create_graph_steps > 0) or final)
         snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file,
                              outermost=run.outermost, samples=samples,
-                             leaf_names=self._leaf_names, unreached=unreached)
+                             leaf_names=self._leaf_names, unreached=unreached,
+                             previous=self._samples)
         for path, refs in self._samples.items():
             stats = snap.paths.get(path)
             if stats is not None and refs:
