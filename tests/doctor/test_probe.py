@@ -41,6 +41,8 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
     # the same hooks on every sub-module: the top hook dict, at its own register call
     ("hooks_per_module.py", "growing_container", "model._forward_hooks", 13),
+    # a module three hops from the variable: its hook dict is still a path
+    ("hooks_deep_module.py", "growing_container", "self.tools.model[1]._forward_hooks", 11),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
     ("manual_update_data.py", "grad_not_cleared", "net", 10),
     ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step

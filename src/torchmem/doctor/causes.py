@@ -227,10 +227,10 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         spread = hook_owner(path, growing, paths) if hooks else None
         if spread is not None:
             owner_path, dicts = spread
-            extra_evidence += (f"`{owner_path}` and its sub-modules gain "
-                               f"{growing[owner_path]['hooks']:+.1f} hooks per step in all, in "
-                               f"{dicts} hook dicts ({paths[owner_path].hooks} hooks at step "
-                               f"{last_step}): the same hooks are registered on each module",)
+            extra_evidence += (f"`{owner_path}` (with its sub-modules) gains "
+                               f"{growing[owner_path]['hooks']:+.1f} hooks per step in all, "
+                               f"spread over {dicts} hook dicts ({paths[owner_path].hooks} hooks "
+                               f"at step {last_step})",)
         if graphs_outweigh:
             extra_evidence += (f"the tensors kept are views that pin {format_bytes(stats.pinned_bytes)}"
                                f" of storage, but the heap grows {growth['cpu'].bytes_per_step / max(sig['bytes'], 1.0):.1f}"

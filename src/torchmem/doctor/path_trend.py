@@ -214,8 +214,8 @@ def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats])
 def _hook_dict(path: str, growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> str:
     """For a module whose hooks grow spread over the hook dicts of its sub-modules (the
     same hooks registered on each of them, so no one child explains 70%), the growing hook
-    dict that gains the most hooks per step, the shallowest of equals
-    (``model._forward_hooks`` rather than ``model``): the registration statement is found
+    dict that gains the most hooks per step, the shallowest of equals, then the one that
+    keeps the most (``model._forward_hooks`` rather than ``model``): the registration statement is found
     from a hook dict. Any other path is returned as it is."""
     if paths[path].kind == "hook" or growing[path].get("hooks", 0.0) <= 0:
         return path
@@ -223,7 +223,7 @@ def _hook_dict(path: str, growing: dict[str, dict[str, float]], paths: dict[str,
              and p.startswith(path) and p[len(path):len(path) + 1] in (".", "[", ":")]
     if not dicts:
         return path
-    return max(dicts, key=lambda p: (growing[p]["hooks"], -paths[p].depth))
+    return max(dicts, key=lambda p: (growing[p]["hooks"], -paths[p].depth, _score(growing[p])))
 
 
 def hook_owner(path: str, growing: dict[str, dict[str, float]],
