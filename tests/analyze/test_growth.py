@@ -6,7 +6,15 @@ import random
 
 import pytest
 
-from torchmem.analyze.growth import detect_growth, fit_line, growth_by_device, theil_sen, warmup_steps
+from torchmem.analyze.growth import (
+    SINGLE_PASS_POINTS,
+    detect_growth,
+    detect_pass_growth,
+    fit_line,
+    growth_by_device,
+    theil_sen,
+    warmup_steps,
+)
 from torchmem.model.capture import StepRecord
 
 
@@ -94,3 +102,15 @@ def test_growth_by_device_reads_every_device():
              for i in range(1, 41)]
     verdicts = {g.device: g.verdict for g in growth_by_device(steps)}
     assert verdicts == {"cpu": "flat", "cuda:0": "growing"}
+
+
+def test_one_long_pass_is_judged_as_a_series():
+    # an evaluation loop after the last training step: one pass, counters not from 1
+    rising = [(100 + i, 1e6 + 300 * 1024 * i) for i in range(40)]
+    g = detect_pass_growth([rising])
+    assert g.verdict == "growing" and g.bytes_per_step == 300 * 1024
+    assert "per forward" in g.reason and "its one pass" in g.reason
+    flat = [(100 + i, 1e6 + 512 * (i % 3)) for i in range(40)]
+    assert detect_pass_growth([flat]).verdict == "flat"
+    short = rising[:SINGLE_PASS_POINTS - 1]
+    assert detect_pass_growth([short]).verdict == "undecided"  # two passes needed, as before

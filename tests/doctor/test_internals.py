@@ -11,7 +11,7 @@ import torch
 
 from torchmem.doctor.culprit import Snapshot, take_snapshot
 from torchmem.doctor.holders_api import holders
-from torchmem.doctor.internals import internal_owner, internal_refs, native
+from torchmem.doctor.internals import binding_statement, internal_owner, internal_refs, native
 from torchmem.doctor.source import parse_path
 
 HERE = __file__
@@ -121,3 +121,23 @@ def test_internal_paths_map_back_to_the_object_in_the_source():
     assert parse_path("self.stream.<internal list>[3]") == ["self", "stream"]
     refs = [step for _, step in internal_refs(zip([1], [2]))]
     assert refs == [".<internal tuple>", ".<internal tuple #2>"]
+
+
+def test_the_binding_statement_is_the_call_of_the_type_not_a_function_of_that_name(tmp_path):
+    # a generator named like the C type, wrapped in iter(): that branch binds no `cycle`
+    script = tmp_path / "loader.py"
+    script.write_text(
+        "import itertools\n"
+        "def cycle(data):\n"
+        "    while True:\n"
+        "        yield from data\n"
+        "def prepare(handlers, data, train):\n"
+        "    if train:\n"
+        "        handlers.stream = iter(cycle(data))\n"
+        "    else:\n"
+        "        handlers.stream = itertools.cycle(data)\n"
+        "    other = cycle(data)\n", encoding="utf-8")
+    stmt = binding_statement("handlers.stream.<internal list>", [str(script)], "prepare", "cycle")
+    assert stmt is not None and stmt.line == 9
+    # a bare call of the file's own function of that name binds no C object
+    assert binding_statement("other.<internal list>", [str(script)], "prepare", "cycle") is None

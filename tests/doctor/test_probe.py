@@ -32,11 +32,17 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("hidden_chain.py", "hidden_state_chain", "state", 23),
     ("eval_graph.py", "eval_graph", "self.predictions", 15),
     ("view_pins.py", "view_pins_storage", "firsts", 14),
+    # scalar losses that are views of their elementwise buffer, kept with their graphs
+    ("loss_log_dicts.py", "retained_graph", "outputs", 13),
     ("dict_keys_helper.py", "retained_graph", "history['probs']", 10),
     ("meter_helper.py", "retained_graph", "meters['loss'].total", 31),  # the call, not Meter.update
     ("recorder_alias.py", "retained_graph", None, 27),  # rec.add(...), not the alias's append
     ("detached_cache.py", "growing_container", "memo", 14),
     ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
+    # the same hooks on every sub-module: the top hook dict, at its own register call
+    ("hooks_per_module.py", "growing_container", "model._forward_hooks", 13),
+    # a module three hops from the variable: its hook dict is still a path
+    ("hooks_deep_module.py", "growing_container", "self.tools.model[1]._forward_hooks", 11),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
     ("manual_update_data.py", "grad_not_cleared", "net", 10),
     ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step

@@ -208,6 +208,26 @@ def growth_by_device(steps: Sequence[StepRecord], **kwargs: object) -> list[Grow
     return out
 
 
+#: readings a phase made of one pass needs to be judged as a series of its own
+SINGLE_PASS_POINTS = 12
+
+
+def _one_pass(readings: Sequence[tuple[int, float]], device: str, min_slope: float) -> Growth:
+    """A phase with one long pass (an evaluation or inference loop after the last training
+    step): its readings are a series of their own, judged as the steps are (warm-up
+    skipped, Theil-Sen, R^2, plateau), by forward number within the pass."""
+    from dataclasses import replace
+
+    g = detect_growth([(i, float(v)) for i, (_, v) in enumerate(readings, 1)], device,
+                      min_slope=min_slope)
+    if g.verdict == "growing":
+        reason = (f"rises by {format_delta(g.bytes_per_step)} per forward over forwards "
+                  f"{g.first_step}-{g.last_step} of its one pass (R^2 {g.r2:.2f})")
+    else:
+        reason = f"one pass of {len(readings)} forwards: {g.reason}"
+    return replace(g, reason=reason)
+
+
 def detect_pass_growth(passes: Sequence[Sequence[tuple[int, float]]], device: str = "cpu", *,
                        min_points: int = 3, min_slope: float = 1024.0) -> Growth:
     """Verdict on a phase that runs in separate passes (evaluation passes, epochs).
@@ -217,7 +237,10 @@ def detect_pass_growth(passes: Sequence[Sequence[tuple[int, float]]], device: st
     yet it is growth: of that phase, and its peak grows with the pass length. Each pass
     with at least ``min_points`` readings gets its own Theil-Sen slope; the phase is
     ``growing`` when at least two passes were judged and every judged pass rises by at
-    least ``min_slope`` bytes per step and by more than its own residual noise.
+    least ``min_slope`` bytes per step and by more than its own residual noise. A phase
+    that is one pass of at least :data:`SINGLE_PASS_POINTS` readings (an evaluation
+    loop after the last training step) is judged as one series, with
+    :func:`detect_growth` (``first_step``/``last_step`` count its forwards).
 
     Args:
         passes: per pass, ``(step, bytes)`` readings in order.
@@ -232,6 +255,8 @@ def detect_pass_growth(passes: Sequence[Sequence[tuple[int, float]]], device: st
         >>> detect_pass_growth(saw).verdict
         'growing'
     """
+    if len(passes) == 1 and len(passes[0]) >= SINGLE_PASS_POINTS:
+        return _one_pass(passes[0], device, min_slope)
     fits = []
     for readings in passes:
         if len(readings) >= min_points:

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 __all__ = ["storage_key", "storage_nbytes", "iter_nodes", "saved_tensors", "read_saved", "Saved",
-           "saved_names", "raw_saved_names",
+           "saved_names", "raw_saved_names", "held_by_own_graph",
            "GraphWalk", "walk"]
 
 _ATTRS: dict[tuple[type, str], tuple[str, ...]] = {}
@@ -157,6 +157,26 @@ def _read_hooked(raws: Iterable[Any], out: Saved) -> None:
         out.hooked += 1
         out.live = True
         out.tensors.extend(_packed_tensors(raw.data))
+
+
+def held_by_own_graph(t: torch.Tensor) -> bool:
+    """Whether ``t``'s own ``grad_fn`` holds ``t`` itself in a slot packed by
+    ``saved_tensors_hooks``: a pack hook that returned the tensor it was given (``lambda
+    x: x``) makes ``t -> grad_fn -> packed value -> t`` a cycle inside autograd, which
+    neither reference counting nor ``gc`` frees. Never unpacks; never raises."""
+    fn = t.grad_fn
+    if fn is None:
+        return False
+    try:
+        for attr in raw_saved_names(fn):
+            value = getattr(fn, attr)
+            for raw in (value if isinstance(value, (list, tuple)) else (value,)):
+                if raw is not None and _hook_of(raw) is not None \
+                        and any(p is t for p in _packed_tensors(raw.data)):
+                    return True
+    except Exception:  # noqa: BLE001 - freed slots, old torch, exotic nodes: not evidence
+        return False
+    return False
 
 
 def read_saved(node: Any) -> Saved:

@@ -23,7 +23,9 @@ backward flags seen each step, gradient checks, what private garbage collections
   ``backward_flags_graph``; heap growth that nothing in Python explains ->
   ``untracked_growth`` (:mod:`torchmem.doctor.held`);
 * heap growth with flat tensor storage that a container of Python objects (floats,
-  numpy arrays) explains -> ``growing_container`` (:mod:`torchmem.doctor.object_growth`).
+  numpy arrays) explains -> ``growing_container`` (:mod:`torchmem.doctor.object_growth`);
+* a variable's old values kept alive by autograd graphs that no variable reaches (a cycle
+  inside autograd's C++) -> ``reference_cycle`` (:mod:`torchmem.doctor.autograd_held`).
 
 Which paths count as growing, and which path along a growing variable is named, is
 :mod:`torchmem.doctor.path_trend`; the evidence records are :mod:`torchmem.doctor.evidence`.
@@ -34,6 +36,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from torchmem.doctor import edits as fix_edit
+from torchmem.doctor.autograd_held import autograd_held_findings
 from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
@@ -52,6 +55,7 @@ from torchmem.doctor.path_trend import (
     MIN_GRAPHS_PER_STEP,
     culprit_paths,
     growing_paths,
+    hook_owner,
     path_signal,
     significant_growth,
 )
@@ -114,6 +118,16 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
     return "growing_container"
 
 
+def _graphs_outweigh_views(cause: str, sig: dict[str, float], heap: Growth | None) -> bool:
+    """A growing path classified ``view_pins_storage`` whose tensors carry graphs, while
+    the heap grows at least twice as fast as their storage (the one culprit of the run):
+    the graphs, not the pinned storage, are most of what is kept (a scalar loss that is a
+    view of its elementwise buffer, kept with its graph in a log)."""
+    return (cause == "view_pins_storage" and sig["grad_tensors"] >= MIN_GRAPHS_PER_STEP
+            and heap is not None and heap.verdict == "growing"
+            and heap.bytes_per_step >= 2 * max(sig["bytes"], 1.0))
+
+
 def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_step: int,
                     last_step: int, owner_type: str | None = None) -> list[str]:
     lines = []
@@ -166,9 +180,13 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
     there is an evaluation graph."""
     findings = []
     first_step, last_step = snapshot_steps[-2], snapshot_steps[-1]
-    for path in culprit_paths(growing, paths):
+    culprits = culprit_paths(growing, paths)
+    for path in culprits:
         stats, sig = paths[path], growing[path]
         cause = _classify(stats, sig, ev)
+        graphs_outweigh = len(culprits) == 1 and _graphs_outweigh_views(cause, sig, growth.get("cpu"))
+        if graphs_outweigh:
+            cause = "retained_graph"
         if eval_pass and cause == "retained_graph":
             cause = "eval_graph"
         want = "hook" if cause == "growing_container" and (stats.kind == "hook" or sig["hooks"] > 0) else (
@@ -206,6 +224,18 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             extra_evidence = (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
                               f"it is handed: the values come from `{site.code}` (line "
                               f"{site.line}){via}",)
+        spread = hook_owner(path, growing, paths) if hooks else None
+        if spread is not None:
+            owner_path, dicts = spread
+            extra_evidence += (f"`{owner_path}` (with its sub-modules) gains "
+                               f"{growing[owner_path]['hooks']:+.1f} hooks per step in all, "
+                               f"spread over {dicts} hook dicts ({paths[owner_path].hooks} hooks "
+                               f"at step {last_step})",)
+        if graphs_outweigh:
+            extra_evidence += (f"the tensors kept are views that pin {format_bytes(stats.pinned_bytes)}"
+                               f" of storage, but the heap grows {growth['cpu'].bytes_per_step / max(sig['bytes'], 1.0):.1f}"
+                               " times faster than their storage: most of what is kept is "
+                               "the autograd graph each of them carries",)
         if stats.kind == "grad":
             culprit, fix, line = grad_path_finding(stats, ev.create_graph_site or ev.backward_site)
             extra_evidence, stmt = (line,), None
@@ -291,9 +321,11 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     python = container_findings(snaps, by_device.get("cpu"), ev.steps, explained,
                                 trains=ev.backward_steps >= 0.5 * ev.steps)
     findings += python
+    held = autograd_held_findings(snaps, by_device.get("cpu"), ev.steps, explained or bool(python))
+    findings += held
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
                                    ev.native_call_sites, ev.backward_site,
-                                   explained or bool(python))
+                                   explained or bool(python) or bool(held))
     findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))

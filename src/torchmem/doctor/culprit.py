@@ -47,7 +47,7 @@ from torchmem.doctor.roots import (
     read_locals,
 )
 from torchmem.doctor.unreached import LeafNames, measure_unreached, named_modules
-from torchmem.doctor.walker import _Walker
+from torchmem.doctor.walker import _Walker, _fast_key
 
 __all__ = ["PathStats", "Snapshot", "take_snapshot", "owned_storages", "frame_chain",
            "read_locals"]
@@ -58,7 +58,8 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
                   max_nodes: int = 200_000,
                   outermost: Callable[[types.FrameType], bool] | None = None,
                   samples: dict[str, list[Any]] | None = None,
-                  leaf_names: LeafNames | None = None, unreached: bool = True) -> Snapshot:
+                  leaf_names: LeafNames | None = None, unreached: bool = True,
+                  previous: dict[str, list[Any]] | None = None) -> Snapshot:
     """Measure every named path reachable from the user's variables at this boundary.
 
     Args:
@@ -76,6 +77,8 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
             reaches are measured too (:attr:`Snapshot.unreached`); leaves recorded there
             are named.
         unreached: measure them at this snapshot (a listing of every gc object).
+        previous: the ``samples`` of the previous snapshot: the paths that still exist
+            get :attr:`PathStats.orphaned`, their samples alive that no path reaches now.
 
     Returns:
         A :class:`Snapshot` (plain data only).
@@ -147,6 +150,8 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
                 if g is not None and g.grad_fn is not None:
                     w.walk_grad(f"{name}.{pname}.grad", g, function, file)
                 del g
+        if previous:
+            _orphans(w, previous)
         if leaf_names is not None and unreached:
             w.snap.unreached = measure_unreached(w.storages, w.owned, leaf_names,
                                                  [(n, m) for n, m, _, _ in modules], w.seen)
@@ -160,3 +165,19 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
         modules.clear()
     w.snap.elapsed_s = time.perf_counter() - t0
     return w.snap
+
+
+def _orphans(w: _Walker, previous: dict[str, list[Any]]) -> None:
+    """Count, per path that still exists, its samples from the previous snapshot that are
+    alive and that no path and no owned memory reaches now (weak references only)."""
+    for path, refs in previous.items():
+        stats = w.snap.paths.get(path)
+        if stats is None:
+            continue
+        for ref in refs:
+            t = ref()
+            key = _fast_key(t) if t is not None else None
+            if key is not None and key not in w.storages and key not in w.owned:
+                stats.orphaned += 1
+            del t
+

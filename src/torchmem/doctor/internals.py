@@ -14,8 +14,8 @@ No reference is kept beyond the call: the class cache holds weak references only
 
 from __future__ import annotations
 
+import ast
 import gc
-import re
 import types
 import weakref
 from typing import TYPE_CHECKING, AbstractSet, Any, Iterator
@@ -109,10 +109,46 @@ def binding_statement(path: str, files: list[str], function: str | None,
 
     if owner_type is None or internal_owner(path) is None:
         return None
-    call = re.compile(r"(?<![\w])" + re.escape(owner_type) + r"\s*\(")
     found = [s for s in find_statements(path, files)
-             if s.kind in ("assign", "rebind") and s.value and call.search(s.value)]
+             if s.kind in ("assign", "rebind") and s.value and _calls_type(s.value, owner_type)
+             and not (_bare_call(s.value) and owner_type in _defined_names(s.file))]
     return best_statement(found, "container", function=function)
+
+
+def _outer_call(value: str) -> ast.Call | None:
+    try:
+        node = ast.parse(value, mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    return node if isinstance(node, ast.Call) else None
+
+
+def _calls_type(value: str, owner_type: str) -> bool:
+    """Whether ``value`` is a call of the type itself (``itertools.cycle(x)``, ``cycle(x)``):
+    the object bound is what that call returns (``iter(cycle(x))`` binds an ``iter``)."""
+    call = _outer_call(value)
+    if call is None:
+        return False
+    func = call.func
+    return (isinstance(func, ast.Name) and func.id == owner_type) or \
+        (isinstance(func, ast.Attribute) and func.attr == owner_type)
+
+
+def _bare_call(value: str) -> bool:
+    call = _outer_call(value)
+    return call is not None and isinstance(call.func, ast.Name)
+
+
+def _defined_names(file: str) -> set[str]:
+    """Functions and classes a file defines: a bare call of one of those names is the
+    file's own function, not the C type of the same name."""
+    from torchmem.doctor.source import load_tree
+
+    parsed = load_tree(file)
+    if parsed is None:
+        return set()
+    return {n.name for n in ast.walk(parsed[0])
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
 def describe(path: str, owner_type: str | None, inner_type: str) -> str:

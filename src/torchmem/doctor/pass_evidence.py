@@ -13,11 +13,15 @@ four snapshots) is a finding: ``eval_graph`` (graphs no backward consumed) or
 ``hidden_state_chain``. The snapshots a ``pass_drop`` event names (forwards of a pass
 found by its count that a backward went through: a training step's) are forgotten.
 Containers filled during a pass (predictions collected for a metric) are what evaluation
-does and are not reported here.
+does and are not reported, except one that the training steps kept level and the pass
+makes grow (:mod:`torchmem.doctor.pass_containers`: a forward hook that keeps what only a
+backward takes away).
 
-Cost: only passes with grad enabled are analysed (about ``2 * log2(forwards)``
-snapshots per pass, at most :data:`MAX_PASSES` passes); passes under ``no_grad`` cost
-nothing here.
+Cost: about ``2 * log2(forwards)`` snapshots per pass, in at most :data:`MAX_PASSES`
+passes; a pass under ``no_grad`` gets one at its first watched forward, and the others
+only while the heap has risen since then by at least
+:data:`~torchmem.doctor.pass_containers.MIN_RISE` per forward (a flat evaluation costs
+one snapshot per pass).
 """
 
 from __future__ import annotations
@@ -28,13 +32,26 @@ from typing import Any, Callable
 
 from torchmem.doctor.causes import Evidence, path_findings, path_signal, significant_growth
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
+from torchmem.doctor.pass_containers import MIN_RISE, container_findings
 
 __all__ = ["PassEvidence", "MAX_PASSES"]
 
-#: evaluation passes with grad enabled that get snapshots
+#: evaluation passes that get snapshots (under ``no_grad`` only while the heap rises)
 MAX_PASSES = 4
+#: heap readings kept per pass
+MAX_READINGS = 4096
 #: causes a pass can show (a container filled during evaluation is normal)
 _PASS_CAUSES = ("eval_graph", "hidden_state_chain")
+
+
+def _rising(readings: list[tuple[int, int]]) -> bool:
+    """Whether a pass under ``no_grad`` is worth a snapshot now: at its first watched
+    forward (the baseline), or when the heap has risen since then by at least
+    :data:`~torchmem.doctor.pass_containers.MIN_RISE` per forward."""
+    if len(readings) <= 1:
+        return True
+    (i0, h0), (i1, h1) = readings[0], readings[-1]
+    return h1 - h0 >= MIN_RISE * (i1 - i0)
 
 
 def _due(index: int) -> bool:
@@ -53,6 +70,9 @@ class PassEvidence:
     def __init__(self) -> None:
         self.passes: dict[int, list[Snapshot]] = {}
         self.announced: dict[int, bool] = {}
+        #: per pass: ``(forward index, C heap)`` at each of its forwards, and its mode
+        self.readings: dict[int, list[tuple[int, int]]] = {}
+        self.grad: dict[int, bool] = {}
 
     def on_event(self, run: Any, name: str, info: dict[str, Any],
                  guard: Callable[..., None]) -> None:
@@ -69,7 +89,14 @@ class PassEvidence:
             return
         self.announced[number] = bool(info.get("announced", True))
         if name == "pass_step":
-            if not info.get("grad") or number > MAX_PASSES or not _due(int(info["index"])):
+            index, heap = int(info["index"]), info.get("heap")
+            readings = self.readings.setdefault(number, [])
+            if heap is not None and len(readings) < MAX_READINGS:
+                readings.append((index, int(heap)))
+            grad = self.grad[number] = self.grad.get(number, False) or bool(info.get("grad"))
+            if number > MAX_PASSES or not _due(index):
+                return
+            if not grad and not _rising(readings):
                 return
         elif name != "pass_end" or number not in self.passes:
             return
@@ -81,8 +108,17 @@ class PassEvidence:
                              outermost=run.outermost)
         self.passes.setdefault(number, []).append(snap)
 
-    def findings(self) -> list[Any]:
-        """The findings of the passes (empty when nothing grows within them)."""
+    def findings(self, training: list[Snapshot] | None = None) -> list[Any]:
+        """The findings of the passes (empty when nothing grows within them).
+        ``training``: the snapshots of the training steps, against which containers
+        that grow during a pass are judged (:mod:`~torchmem.doctor.pass_containers`)."""
+        out = container_findings(self.passes, self.readings, self.grad, training or [],
+                                 self._opened_by())
+        return out + [f for f in self._graph_findings()
+                      if f.culprit is None or f.culprit.name not in
+                      {g.culprit.name for g in out if g.culprit is not None}]
+
+    def _graph_findings(self) -> list[Any]:
         growing: dict[str, dict[str, float]] = {}
         stats: dict[str, PathStats] = {}
         steps: dict[str, list[int]] = {}
@@ -90,7 +126,9 @@ class PassEvidence:
         names = {p for snaps in self.passes.values() for s in snaps for p in s.paths}
         for path in names:
             grew = []
-            for snaps in self.passes.values():
+            for number, snaps in self.passes.items():
+                if not self.grad.get(number, True):
+                    continue  # graphs are built with grad enabled only
                 present = [s.paths[path] for s in snaps if path in s.paths]
                 at = [s.step for s in snaps if path in s.paths]
                 if len(present) < 3:

@@ -22,7 +22,7 @@ from torchmem.doctor.culprit import PathStats, Snapshot
 from torchmem.doctor.source import find_statements
 from torchmem.units import KiB
 
-__all__ = ["growing_paths", "culprit_paths", "path_signal", "significant_growth", "score",
+__all__ = ["growing_paths", "culprit_paths", "hook_owner", "path_signal", "significant_growth", "score",
            "MIN_BYTES_PER_STEP", "MIN_COUNT_PER_STEP", "MIN_GRAPHS_PER_STEP"]
 
 #: retained bytes per step below which a path's growth is ignored
@@ -207,8 +207,44 @@ def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats])
             if best is None or _score(growing[best]) < 0.7 * _score(growing[current]):
                 break
             current = best
-        chosen.append(current)
+        chosen.append(_hook_dict(current, growing, paths))
     return chosen
+
+
+def _hook_dict(path: str, growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> str:
+    """For a module whose hooks grow spread over the hook dicts of its sub-modules (the
+    same hooks registered on each of them, so no one child explains 70%), the growing hook
+    dict that gains the most hooks per step, the shallowest of equals, then the one that
+    keeps the most (``model._forward_hooks`` rather than ``model``): the registration statement is found
+    from a hook dict. Any other path is returned as it is."""
+    if paths[path].kind == "hook" or growing[path].get("hooks", 0.0) <= 0:
+        return path
+    dicts = [p for p in growing if paths[p].kind == "hook" and growing[p].get("hooks", 0.0) > 0
+             and p.startswith(path) and p[len(path):len(path) + 1] in (".", "[", ":")]
+    if not dicts:
+        return path
+    return max(dicts, key=lambda p: (growing[p]["hooks"], -paths[p].depth, _score(growing[p])))
+
+
+def hook_owner(path: str, growing: dict[str, dict[str, float]],
+               paths: dict[str, PathStats]) -> tuple[str, int] | None:
+    """For a growing hook dict chosen by :func:`_hook_dict`, the growing path above it that
+    gains the most hooks per step, the deepest of equals (the module whose sub-modules all
+    get the same hooks), with the number of growing hook dicts below that path; None when the
+    dict holds all the growth."""
+    if path not in paths or paths[path].kind != "hook":
+        return None
+    rate = growing.get(path, {}).get("hooks", 0.0)
+    above = [p for p in growing if p != path and path.startswith(p)
+             and path[len(p):len(p) + 1] in (".", "[", ":")
+             and growing[p].get("hooks", 0.0) > rate and p in paths]
+    if not above:
+        return None
+    owner = max(above, key=lambda p: (growing[p]["hooks"], paths[p].depth))
+    dicts = sum(1 for p in growing if p in paths and paths[p].kind == "hook"
+                and growing[p].get("hooks", 0.0) > 0 and p.startswith(owner)
+                and p[len(owner):len(owner) + 1] in (".", "[", ":"))
+    return owner, dicts
 
 
 #: the paths that keep growing, with their growth signal per step

@@ -54,6 +54,9 @@ class PathStats:
             was released: it was emptied or rebound, not kept.
         survived_next: the same share one step later (at the next step boundary): 0 means
             what it held lived for one step at most (a per-step buffer).
+        orphaned: of the tensors sampled at this path at the previous snapshot, how many
+            are still alive now although no walked path and no owned memory reaches them:
+            something outside Python (autograd's C++) keeps what the path held.
         capacity: the most items the container can hold (a ``deque``'s ``maxlen``), or
             None when it is unbounded.
         item_bytes: for a container, the heap it takes with its items, estimated from
@@ -91,6 +94,7 @@ class PathStats:
     capacity: int | None = None
     item_bytes: int | None = None
     item_type: str | None = None
+    orphaned: int = 0
     _example_bytes: int = 0
 
     @property
@@ -146,6 +150,11 @@ class Unreached:
         param_grads: parameter path -> (bytes of its gradient, layout), for the
             script's top-level modules.
         gc_objects: objects the garbage collector tracks.
+        graph_tensors: of the unreached tensors, those with a ``grad_fn``: graphs that
+            only autograd's C++ keeps alive.
+        self_held: of those, tensors that their own ``grad_fn`` holds through a
+            ``saved_tensors_hooks`` pack hook that returned them
+            (:func:`torchmem.collect.graph.held_by_own_graph`).
     """
 
     tensor_bytes: int = 0
@@ -156,3 +165,5 @@ class Unreached:
     grad_cycle_names: dict[str, int] = field(default_factory=dict)
     param_grads: dict[str, tuple[int, str]] = field(default_factory=dict)
     gc_objects: int = 0
+    graph_tensors: int = 0
+    self_held: int = 0

@@ -268,7 +268,8 @@ class DoctorProbe(Probe):
             self.evidence.create_graph_steps > 0) or final)
         snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file,
                              outermost=run.outermost, samples=samples,
-                             leaf_names=self._leaf_names, unreached=unreached)
+                             leaf_names=self._leaf_names, unreached=unreached,
+                             previous=self._samples)
         for path, refs in self._samples.items():
             stats = snap.paths.get(path)
             if stats is not None and refs:
@@ -371,7 +372,7 @@ class DoctorProbe(Probe):
             self.findings = []
         try:
             named = {f.culprit.name for f in self.findings if f.culprit is not None}
-            self.findings += [f for f in self.passes.findings()
+            self.findings += [f for f in self.passes.findings(self.evidence.snapshots)
                               if f.culprit is None or f.culprit.name not in named]
         except Exception as err:  # noqa: BLE001
             self._record_error("evaluation-pass diagnosis", 0, err)

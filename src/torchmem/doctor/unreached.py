@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from torchmem.collect.graph import storage_nbytes
+from torchmem.collect.graph import held_by_own_graph, storage_nbytes
 from torchmem.doctor.pathstats import Unreached
 from torchmem.doctor.roots import read_locals
 from torchmem.doctor.walker import _PARAM_TYPES, _fast_key
@@ -197,6 +197,9 @@ def measure_unreached(reached: set[int], owned: dict[int, int], names: LeafNames
             if key not in reached and key not in owned:
                 out.tensors += 1
                 out.bytes += nbytes
+                if t.grad_fn is not None:
+                    out.graph_tensors += 1
+                    out.self_held += held_by_own_graph(t)
         for leaf, grad in zip(found.grad_owners, found.grads):
             gkey = _fast_key(grad)
             if gkey is not None and gkey not in sizes:

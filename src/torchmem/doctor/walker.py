@@ -62,6 +62,8 @@ def _fast_key(t: torch.Tensor) -> int | None:
     return storage_key(t)
 
 
+#: the deepest named path (a module's hook dict one level deeper: hooks registered on a
+#: module found at this depth are named at their dict)
 _TRACK_DEPTH = 3
 #: tensors sampled per path (weakly) to tell, at the next snapshot, whether it kept them
 _SAMPLES_PER_PATH = 4
@@ -208,7 +210,8 @@ class _Walker:
 
     def _child(self, obj: Any, path: str, kind: str, parent: PathStats, tracked: list[PathStats],
                depth: int, root: str, owner: Any = None, named: bool = True) -> tuple[PathStats, list[PathStats]]:
-        if named and depth <= _TRACK_DEPTH and path not in self.snap.paths:
+        if named and (depth <= _TRACK_DEPTH or (kind == "hook" and depth == _TRACK_DEPTH + 1)) \
+                and path not in self.snap.paths:
             extra: dict[str, Any] = {"function": parent.function, "file": parent.file}
             if owner is not None:
                 cls = type(owner)
