@@ -201,7 +201,13 @@ class GraphAccumulation(Rule):
         outputs (and return them) are part of a computation, not a per-step loop, and are
         not flagged. A forward hook cannot know its caller's grad mode: a hook that
         collects features only under ``torch.no_grad()`` is reported too (detaching there
-        is free). ``x = self.transform(x)``, with a callable given to ``__init__``, is
+        is free). In a hook, a container the hook creates itself (the tuple it returns)
+        is not kept, and a keyed store (``self.hidden[device] = output``) overwrites the
+        previous call's entry: it is reported only when its key is a counter the file
+        increments, ``len(...)`` or ``next(...)``. ``buf[i] = out`` into a tensor under
+        ``torch.no_grad()`` copies the data and is not reported. Python's builtins
+        (``zip``, ``tuple``) never count as a model, even when their result reaches
+        ``backward()``. ``x = self.transform(x)``, with a callable given to ``__init__``, is
         taken to pass ``x``'s graph through.
 
     Example:
