@@ -20,6 +20,7 @@ Known limitations:
 from __future__ import annotations
 
 import ast
+import builtins
 from typing import Iterator
 
 from torchmem.lint.children import child_nodes
@@ -33,6 +34,9 @@ from torchmem.lint.knowledge import (
 __all__ = ["LoopFacts", "FunctionFacts", "key_of", "mentions", "mode_flag", "target_keys"]
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+#: Python's builtins (``zip``, ``tuple``, ``sum``...): never a model, even when their
+#: result reaches ``backward()``
+_BUILTINS = frozenset(dir(builtins))
 
 
 def key_of(node: ast.AST) -> str | None:
@@ -223,7 +227,8 @@ class FunctionFacts:
                 if key is not None:
                     if key.endswith(".forward"):
                         key = key[: -len(".forward")]
-                    callees.add(key)
+                    if key not in _BUILTINS or key in self.assigned or key in self.params:
+                        callees.add(key)  # zip(*xs): a builtin, not a model (xs still counts)
                     stack.extend(node.args)
                     stack.extend(kw.value for kw in node.keywords)
                     if isinstance(func, ast.Attribute):

@@ -39,6 +39,7 @@ from torchmem.lint.rules._common import (
     trains as _trains,
 )
 from torchmem.lint.rules._element_backward import element_store
+from torchmem.lint.rules._hook_keys import varying_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
@@ -104,6 +105,12 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     kind = ctx.kind(acc.value)
     if not kind & GRAPH:
         return None
+    if is_hook(ctx) and not outer_container(acc.key, ctx.fn):
+        return None  # a container the hook makes anew each call (the tuple it returns)
+    if is_hook(ctx) and acc.how == "store" and not varying_key(node, ctx):
+        return None  # self.hidden[device] = output: overwrites the last call's entry
+    if acc.how == "store" and ctx.no_grad and _tensor_target(node, ctx):
+        return None  # stats[i] = loss under no_grad: a copy of the data, no graph
     loops = ctx.persistent_loops(acc.key)
     if not loops and not (step_fn and (acc.key.startswith("self.") or is_hook(ctx) and
                                        outer_container(acc.key, ctx.fn))):
@@ -112,6 +119,13 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     if acc.key in facts.backward_names():
         return None  # the container is summed into a loss: keeping the graph is the point
     return acc, loops, step_fn
+
+
+def _tensor_target(node: ast.AST, ctx: Context) -> bool:
+    """Whether ``node`` (``buf[i] = v``) stores into a value known to be a tensor (not a
+    list or dict, which would keep ``v`` itself)."""
+    kind = ctx.kind(_container(node))
+    return bool(kind & (GRAPH | LEAF | TENSOR | TYPED)) and not kind & CONTAINER
 
 
 def _container(node: ast.AST) -> ast.AST:
@@ -187,7 +201,13 @@ class GraphAccumulation(Rule):
         outputs (and return them) are part of a computation, not a per-step loop, and are
         not flagged. A forward hook cannot know its caller's grad mode: a hook that
         collects features only under ``torch.no_grad()`` is reported too (detaching there
-        is free). ``x = self.transform(x)``, with a callable given to ``__init__``, is
+        is free). In a hook, a container the hook creates itself (the tuple it returns)
+        is not kept, and a keyed store (``self.hidden[device] = output``) overwrites the
+        previous call's entry: it is reported only when its key is a counter the file
+        increments, ``len(...)`` or ``next(...)``. ``buf[i] = out`` into a tensor under
+        ``torch.no_grad()`` copies the data and is not reported. Python's builtins
+        (``zip``, ``tuple``) never count as a model, even when their result reaches
+        ``backward()``. ``x = self.transform(x)``, with a callable given to ``__init__``, is
         taken to pass ``x``'s graph through.
 
     Example:
