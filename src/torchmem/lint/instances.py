@@ -14,6 +14,8 @@ import ast
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import all_statements
+
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.dataflow import Flow
     from torchmem.lint.summaries import Summaries
@@ -44,7 +46,7 @@ def attribute_classes(cls: ast.ClassDef, local: Mapping[str, ast.ClassDef],
     for method in cls.body:
         if not isinstance(method, _FUNCS):
             continue
-        for node in ast.walk(method):
+        for node in all_statements(method):  # assignments are statements
             t = type(node)
             if t is ast.Assign:
                 targets, value = node.targets, node.value  # type: ignore[attr-defined]

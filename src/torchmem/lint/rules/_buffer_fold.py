@@ -50,6 +50,20 @@ def _buffers(cls: ast.ClassDef) -> frozenset[str]:
     return frozenset(out)
 
 
+def _self_attribute(target: ast.expr) -> str | None:
+    """The ``X`` of ``self.X`` at the bottom of ``target``: ``self.X`` itself, or the
+    receiver of an in-place chain on it (``self.X.mul_(m).add_``); else None."""
+    recv = target.value if type(target) is ast.Attribute and target.attr in _INPLACE \
+        else target  # type: ignore[attr-defined]
+    while type(recv) is ast.Call and type(recv.func) is ast.Attribute and \
+            recv.func.attr in _INPLACE:  # type: ignore[attr-defined]
+        recv = recv.func.value  # type: ignore[attr-defined]
+    if type(recv) is ast.Attribute and type(recv.value) is ast.Name and \
+            recv.value.id == "self":  # type: ignore[attr-defined]
+        return recv.attr  # type: ignore[attr-defined]
+    return None
+
+
 def _is_self(node: ast.AST, name: str) -> bool:
     return type(node) is ast.Attribute and type(node.value) is ast.Name and \
         node.value.id == "self" and node.attr == name
@@ -133,6 +147,8 @@ def buffer_fold(node: ast.AST, ctx: Context) -> tuple[str, ast.expr] | None:
         target, values = node.target, [node.value]
     else:
         return None
+    if _self_attribute(target) is None:
+        return None  # not an attribute of self: no buffer, whatever the class registers
     cls = ctx.summaries.classes.get(fn.class_name or "")
     if cls is None or not any(s is fn.node for s in cls.body):
         return None
