@@ -50,6 +50,20 @@ def _through_call(value: ast.expr, ctx: Context) -> bool:
     return bool(defs) and all(type(d) is ast.Call and keeps_graph(d, ctx) for d in defs)
 
 
+def _detached(value: ast.expr, ctx: Context) -> bool:
+    """``x.detach()`` (or ``.item()``/``.tolist()``), or a name whose every assignment in
+    the step is one: a value the author chose to keep without its graph."""
+    if type(value) is ast.Name and ctx.fn is not None:
+        defs = ctx.fn.facts.defs.get(value.id)
+        return bool(defs) and all(type(d) is ast.Call and _detached(d, ctx) for d in defs)
+    return type(value) is ast.Call and type(value.func) is ast.Attribute and \
+        value.func.attr in _DETACHING and not value.args
+
+
+#: methods whose result keeps no graph
+_DETACHING = frozenset({"detach", "item", "tolist"})
+
+
 @register
 class StepOutputsKept(Rule):
     """A Lightning step returns tensors besides the loss that the epoch-end hook keeps.
@@ -60,7 +74,9 @@ class StepOutputsKept(Rule):
         ``training_epoch_end`` (``validation_epoch_end``, ``test_epoch_end``), when an
         entry other than ``loss`` is a tensor, or a name whose every assignment in the
         step is a call the linter cannot see into made on a graph-carrying tensor
-        (``part = self.loss_fn(preds[:, :2], y)``: taken to carry the graph).
+        (``part = self.loss_fn(preds[:, :2], y)``: taken to carry the graph). An entry
+        returned ``.detach()``-ed (directly or through a name bound only to such calls)
+        is not reported.
 
     Why:
         Before Lightning 2.0, overriding ``*_epoch_end(outputs)`` makes Lightning collect
@@ -72,7 +88,9 @@ class StepOutputsKept(Rule):
     Known problems:
         Lightning 2.0 removed these hooks (defining them raises an error), so the rule
         only concerns code written for Lightning 1.x. Whether the tensors are small (a
-        batch of class indices) is not known statically.
+        batch of class indices) is not known statically. A detached tensor still stays on
+        its device until the epoch ends, but it is what real projects' fixes return (the
+        author chose to keep the value), so it is not reported.
 
     Example:
         ```python
@@ -118,8 +136,8 @@ class StepOutputsKept(Rule):
             return
         kept = [k.value for k, v in zip(value.keys, value.values)
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)
-                and k.value not in _CONSUMED and (ctx.kind(v) & (GRAPH | LEAF | TENSOR)
-                                                  or _through_call(v, ctx))]
+                and k.value not in _CONSUMED and not _detached(v, ctx)
+                and (ctx.kind(v) & (GRAPH | LEAF | TENSOR) or _through_call(v, ctx))]
         if not kept:
             return
         names = ", ".join(f"'{k}'" for k in kept)
