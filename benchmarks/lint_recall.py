@@ -13,7 +13,17 @@ memory anti-pattern, holding ``before.py`` (the file at the parent commit) and `
 * ``after_lines``: the lines of ``after.py`` holding the fixed statements (and the same
   helper lines);
 * ``expected_rule``: the rule whose description covers the pattern, or ``null`` when none does;
-* ``pattern``: a short label of the anti-pattern.
+* ``pattern``: a short label of the anti-pattern;
+* ``context_files`` (optional, default none): other files of the commit's directory, as paths
+  relative to it (``"utils/meters.py"``), kept where the buggy flow crosses files: excerpts of
+  the modules ``before.py`` imports (at the parent commit, shared by before and after), placed
+  where the import names them so that the linter finds them as it resolves imports. Each
+  listed file must exist. Only ``before.py`` and ``after.py`` are linted; the context files are
+  read through their imports, never scored on their own.
+
+Later corpora, each scored once after it was committed and never tuned on before that:
+``benchmarks/lint_recall_holdout2/`` and ``benchmarks/lint_recall_holdout3/`` (the first corpus
+with ``context_files``).
 
 Definitions (a line stands for the smallest statement containing it; for a compound statement
 such as ``for``/``with``/``def`` only its header lines):
@@ -106,7 +116,28 @@ def load_corpus(corpus: Path) -> list[dict]:
         for name in ("before.py", "after.py"):
             if not (corpus / entry["id"] / name).is_file():
                 raise CorpusError(f"{corpus / entry['id'] / name}: no such file")
+        check_context_files(corpus, path, i, entry)
     return entries
+
+
+def check_context_files(corpus: Path, path: Path, i: int, entry: dict) -> None:
+    """Check the optional ``context_files`` of one entry; raise CorpusError with a one-line reason.
+
+    Each is a relative path (no ``..``) to a file of the commit's directory other than
+    ``before.py``/``after.py``, and the file must exist.
+    """
+    context = entry.get("context_files", [])
+    if not isinstance(context, list) or not all(isinstance(c, str) and c for c in context):
+        raise CorpusError(f"{path}: entry {i}: context_files must be a list of relative paths")
+    for rel in context:
+        parts = Path(rel).parts
+        if Path(rel).is_absolute() or "\\" in rel or ".." in parts:
+            raise CorpusError(f"{path}: entry {i}: context file {rel!r} is not a relative path "
+                              "inside the commit's directory")
+        if rel in ("before.py", "after.py"):
+            raise CorpusError(f"{path}: entry {i}: context file {rel!r} is the linted file itself")
+        if not (corpus / entry["id"] / rel).is_file():
+            raise CorpusError(f"{corpus / entry['id'] / rel}: no such file (listed in context_files)")
 
 
 def statement_spans(source: str, lines: list[int]) -> list[tuple[int, int]]:

@@ -1,14 +1,18 @@
 """Integrity of the lint recall corpora: data only, not the linter's recall.
 
-Three corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
+Four corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
 its commits), ``benchmarks/lint_recall_holdout`` (commits from other repositories, scored
-once, then used to build mechanisms) and ``benchmarks/lint_recall_holdout2`` (commits from
-yet other repositories, chosen without running the linter, to be scored once). Each entry of
+once, then used to build mechanisms), ``benchmarks/lint_recall_holdout2`` (commits from yet
+other repositories, chosen without running the linter, scored once, then used) and
+``benchmarks/lint_recall_holdout3`` (the same again, to be scored once). Each entry of
 ``commits.json`` names a real public fix commit, and its directory holds small adapted
-excerpts of the file before and after the fix. These tests check that each corpus is
-well-formed so that ``benchmarks/lint_recall.py`` measures what it claims: valid JSON, files
-present and parseable, line numbers inside the files and on statements, links and full SHAs.
-They never run the linter, so they do not score a corpus.
+excerpts of the file before and after the fix, plus, where the buggy flow crosses files, the
+``context_files`` the entry lists: excerpts of the modules ``before.py`` imports, at the
+parent commit. These tests check that each corpus is well-formed so that
+``benchmarks/lint_recall.py`` measures what it claims: valid JSON, files present and
+parseable, line numbers inside the files and on statements, links and full SHAs, and no file
+in a commit's directory that the entry does not name. They never run the linter, so they do
+not score a corpus.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: corpus directory -> the fewest commits it must hold
 CORPORA = {ROOT / "benchmarks" / "lint_recall": 40,
            ROOT / "benchmarks" / "lint_recall_holdout": 15,
-           ROOT / "benchmarks" / "lint_recall_holdout2": 20}
+           ROOT / "benchmarks" / "lint_recall_holdout2": 20,
+           ROOT / "benchmarks" / "lint_recall_holdout3": 20}
 
 
 def _entries(corpus: Path) -> list:
@@ -122,3 +127,49 @@ def test_before_and_after_differ(corpus, entry):
     before = (corpus / entry["id"] / "before.py").read_text(encoding="utf-8").splitlines()[3:]
     after = (corpus / entry["id"] / "after.py").read_text(encoding="utf-8").splitlines()[3:]
     assert before != after
+
+
+def _context_files(entry: dict) -> list:
+    return entry.get("context_files", [])
+
+
+@pytest.mark.parametrize(("corpus", "entry"), CASES, ids=CASE_IDS)
+def test_context_files_are_listed_relative_paths_that_exist(corpus, entry):
+    context = _context_files(entry)
+    assert isinstance(context, list), "context_files must be a list (or absent)"
+    assert len(set(context)) == len(context)
+    for rel in context:
+        assert isinstance(rel, str) and rel.endswith(".py"), rel
+        assert not Path(rel).is_absolute() and ".." not in Path(rel).parts and "\\" not in rel
+        assert rel not in ("before.py", "after.py")
+        assert (corpus / entry["id"] / rel).is_file(), f"{rel}: listed but missing"
+
+
+@pytest.mark.parametrize(("corpus", "entry"), CASES, ids=CASE_IDS)
+def test_commit_directory_holds_only_the_named_files(corpus, entry):
+    directory = corpus / entry["id"]
+    present = {p.relative_to(directory).as_posix() for p in directory.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts}
+    assert present == {"before.py", "after.py", *_context_files(entry)}
+
+
+CONTEXT_CASES = [(corpus, entry, rel) for corpus, entry in CASES for rel in _context_files(entry)]
+CONTEXT_IDS = [f"{c.name}/{e['id']}/{rel}" for c, e, rel in CONTEXT_CASES]
+
+
+@pytest.mark.parametrize(("corpus", "entry", "rel"), CONTEXT_CASES, ids=CONTEXT_IDS)
+def test_context_files_are_small_linked_excerpts_at_the_parent(corpus, entry, rel):
+    path = corpus / entry["id"] / rel
+    source = path.read_text(encoding="utf-8")
+    compile(source, str(path), "exec")
+    lines = source.splitlines()
+    assert len(lines) <= MAX_EXCERPT_LINES, f"{rel}: {len(lines)} lines is not a small excerpt"
+    prefix = f"# Source: https://github.com/{entry['repo']}/blob/{entry['parent']}/"
+    assert lines[0].startswith(prefix) and lines[0].endswith(".py"), (
+        f"{rel}: first line must link the file at the parent commit")
+    assert "Adapted excerpt" in lines[1] and entry["url"] in lines[1]
+
+
+def test_holdout3_has_multi_file_commits():
+    entries = _entries(ROOT / "benchmarks" / "lint_recall_holdout3")
+    assert any(_context_files(e) for e in entries)
