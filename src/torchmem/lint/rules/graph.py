@@ -38,7 +38,7 @@ from torchmem.lint.rules._common import (
 from torchmem.lint.rules._common import (
     trains as _trains,
 )
-from torchmem.lint.rules._element_backward import element_store
+from torchmem.lint.rules._element_backward import differentiated_sibling, element_store
 from torchmem.lint.rules._hook_keys import varying_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,8 +102,8 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     acc = accumulation(node, ctx)
     if acc is None:
         return None
-    kind = ctx.kind(acc.value)
-    if not kind & GRAPH:
+    if not ctx.kind(acc.value) & GRAPH and (ctx.no_grad or acc.how != "add" or
+                                            differentiated_sibling(acc.value, ctx) is None):
         return None
     if is_hook(ctx) and not outer_container(acc.key, ctx.fn):
         return None  # a container the hook makes anew each call (the tuple it returns)
@@ -287,6 +287,14 @@ class GraphAccumulation(Rule):
         part = _graph_part(acc.value, ctx)
         msg = (f"'{v}' carries an autograd graph and {verb}, which outlives {span}: every "
                f"iteration's graph stays alive; {_advice(acc.how, part, ctx)}")
+        sibling = None if ctx.kind(acc.value) & GRAPH else differentiated_sibling(acc.value, ctx)
+        if sibling is not None:
+            part, call = sibling
+            e = describe(part)
+            msg = (f"'{e}' is an element of '{describe(part.value)}', another element of which "
+                   f"this loop differentiates (line {call.lineno}), so it carries an autograd "
+                   f"graph; '{v}' {verb}, which outlives {span}: every iteration's graph "
+                   f"stays alive; add {e}.item() (or {e}.detach())")
         fix = None
         if type(part) in _SIMPLE and _known_tensor(part, ctx):
             # only where the value is known to be a tensor: .detach() of a tuple, a dict
