@@ -141,7 +141,8 @@ class GraphAccumulation(Rule):
 
     What:
         Flags ``xs.append(loss)``, ``total += loss``, ``d[k] = out``,
-        ``self.history.append(out)`` and ``acc = torch.cat([acc, out])`` inside a training
+        ``self.history.append(out)``, ``acc = torch.cat([acc, out])`` and a moving average
+        (``ema = a * loss + (1 - a) * ema``, ``ema = ema * d + loss``) inside a training
         loop (its body calls ``backward()`` or an optimizer ``step()``), a loop over a data
         loader, or a ``training_step`` method, when the value comes from a model or
         criterion call, or from a tensor that requires grad, and no ``.item()``,
@@ -162,6 +163,9 @@ class GraphAccumulation(Rule):
         Also flags a value kept in a container across a training loop whose body calls
         ``backward()`` on one of the container's elements (``losses.append(step_loss)``
         then ``losses[-1].backward()``): whatever the value's origin, it carries a graph;
+        likewise an element of a tuple the loop binds and differentiates another element of
+        (``losses = compute(batch)``, ``losses[0].backward()``), added into a running value
+        (``ema = a * losses[1] + (1 - a) * ema``);
         and a forward hook (``layer.register_forward_hook(self.save)``) that appends its
         output argument to ``self.*`` or to a list of the enclosing function, keeping one
         graph per forward pass. In the ``forward`` of an ``nn.Module`` with parameters of
