@@ -29,7 +29,7 @@ from torchmem.lint.knowledge import GRAPH_FREE_BUILTINS, NO_GRAPH_METHODS, SCALA
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context, LoopState
 
-__all__ = ["ElementStore", "element_store", "differentiated_sibling"]
+__all__ = ["ElementStore", "differentiated_sibling", "element_store"]
 
 
 class ElementStore(NamedTuple):
@@ -118,9 +118,9 @@ def element_store(node: ast.AST, ctx: Context) -> ElementStore | None:
 
 def differentiated_sibling(value: ast.expr, ctx: Context
                            ) -> tuple[ast.Subscript, ast.Call] | None:
-    """The element and the ``xs[j].backward()`` call of an enclosing loop when ``value`` is, or scales, an
-    element ``xs[i]`` of the same container (``a * losses[1]``), ``xs`` being bound in that
-    loop."""
+    """The element and the ``xs[j].backward()`` call of an enclosing loop when ``value``
+    is, or scales, an element ``xs[i]`` of the same container (``a * losses[1]``), ``xs``
+    being bound in that loop."""
     while type(value) in (ast.BinOp, ast.UnaryOp):
         if type(value) is ast.UnaryOp:
             value = value.operand  # type: ignore[attr-defined]

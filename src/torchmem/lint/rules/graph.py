@@ -295,8 +295,8 @@ class GraphAccumulation(Rule):
         if sibling is not None:
             part, call = sibling
             e = describe(part)
-            msg = (f"'{e}' is an element of '{describe(part.value)}', another element of which "
-                   f"this loop differentiates (line {call.lineno}), so it carries an autograd "
+            msg = (f"'{e}' is an element of '{describe(part.value)}', an element of which this "
+                   f"loop differentiates (line {call.lineno}), so it carries an autograd "
                    f"graph; '{v}' {verb}, which outlives {span}: every iteration's graph "
                    f"stays alive; add {e}.item() (or {e}.detach())")
         fix = None
