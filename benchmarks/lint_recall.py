@@ -35,6 +35,12 @@ such as ``for``/``with``/``def`` only its header lines):
   keep unrelated code of the real file, which may have its own problems);
 * **caught** = flagged and clean after the fix. A commit that is flagged but still flagged
   after the fix is reported as ``flagged after fix`` and does not count as caught.
+* **unchanged findings** are left out of both sides: a finding on the fixed statements of
+  ``before.py`` that has the same rule and the same message as a finding on the fixed
+  statements of ``after.py`` (one for one) is about code the fix did not change (another
+  ``.item()`` call on the same line), so it neither flags the commit nor keeps it flagged.
+  A message that names a line number differs when the fix shifted lines, and then counts
+  as a changed finding on both sides (the conservative reading).
 
 Recall of a rule = caught commits / commits whose ``expected_rule`` is that rule. Commits whose
 pattern no rule covers (``expected_rule`` null) count in the overall recall only.
@@ -186,10 +192,26 @@ def run_lint(files: list[Path], select: str) -> dict[Path, list[dict]]:
     return found
 
 
-def _on(violations: list[dict], spans: list[tuple[int, int]]) -> list[str]:
-    return sorted({v["code"] for v in violations
-                   for first, last in spans
-                   if v["line"] <= last and v.get("end_line", v["line"]) >= first})
+def _on(violations: list[dict], spans: list[tuple[int, int]]) -> list[dict]:
+    """The violations whose lines overlap one of ``spans``."""
+    return [v for v in violations
+            if any(v["line"] <= last and v.get("end_line", v["line"]) >= first
+                   for first, last in spans)]
+
+
+def _changed(before: list[dict], after: list[dict]) -> tuple[list[str], list[str]]:
+    """The rule codes of the findings on the fixed statements, before and after, less the
+    findings that are identical on both sides (same rule, same message, paired one for one):
+    those are about code the fix left as it was."""
+    left = [(v["code"], v["message"]) for v in after]
+    kept_before = []
+    for v in before:
+        key = (v["code"], v["message"])
+        if key in left:
+            left.remove(key)
+        else:
+            kept_before.append(v["code"])
+    return sorted(set(kept_before)), sorted({code for code, _ in left})
 
 
 def evaluate(corpus: Path, select: str = "ALL") -> list[Outcome]:
@@ -203,8 +225,8 @@ def evaluate(corpus: Path, select: str = "ALL") -> list[Outcome]:
         spans_b = statement_spans(before.read_text(encoding="utf-8"),
                                   list(e["fixed_lines"]) + list(e.get("also_lines", [])))
         spans_a = statement_spans(after.read_text(encoding="utf-8"), list(e["after_lines"]))
-        outcomes.append(Outcome(e, _on(found[before], spans_b), _on(found[after], spans_a),
-                                len(found[before]), len(found[after])))
+        codes_b, codes_a = _changed(_on(found[before], spans_b), _on(found[after], spans_a))
+        outcomes.append(Outcome(e, codes_b, codes_a, len(found[before]), len(found[after])))
     return outcomes
 
 

@@ -173,3 +173,30 @@ def test_context_files_are_small_linked_excerpts_at_the_parent(corpus, entry, re
 def test_holdout3_has_multi_file_commits():
     entries = _entries(ROOT / "benchmarks" / "lint_recall_holdout3")
     assert any(_context_files(e) for e in entries)
+
+
+def _recall_module():
+    import importlib.util
+    import sys
+
+    path = ROOT / "benchmarks" / "lint_recall.py"
+    spec = importlib.util.spec_from_file_location("torchmem_lint_recall", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_recall_leaves_out_findings_identical_before_and_after_the_fix():
+    """A finding with the same rule and message on the fixed statement before and after the
+    fix (another ``.item()`` on the same line) is about code the fix left alone: it neither
+    flags the commit nor keeps it flagged; a changed message still counts on both sides."""
+    changed = _recall_module()._changed
+    item = {"code": "TMM901", "message": "'x.item()' on every training step"}
+    graph = {"code": "TMM101", "message": "'loss' carries an autograd graph"}
+    assert changed([graph, item], [item]) == (["TMM101"], [])
+    assert changed([item], [item]) == ([], [])
+    moved = {"code": "TMM901", "message": "'x.item()' on every training step (line 9)"}
+    assert changed([graph, item], [moved]) == (["TMM101", "TMM901"], ["TMM901"])
+    assert changed([item], [item, item]) == ([], ["TMM901"])  # one for one

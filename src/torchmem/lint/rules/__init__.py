@@ -6,7 +6,7 @@ Families (the hundreds digit of the code):
   (TMM102 in :mod:`~torchmem.lint.rules.recurrent`, TMM103 in
   :mod:`~torchmem.lint.rules.evaluation`, TMM104 in :mod:`~torchmem.lint.rules.retain`, TMM105 in
   :mod:`~torchmem.lint.rules.lightning`, TMM106 in
-  :mod:`~torchmem.lint.rules.devices`).
+  :mod:`~torchmem.lint.rules.devices`, TMM107 in :mod:`~torchmem.lint.rules.function_ctx`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -24,6 +24,7 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     autograd,
     devices,
     evaluation,
+    function_ctx,
     graph,
     intermediates,
     lightning,

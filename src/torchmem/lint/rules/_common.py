@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, NamedTuple
 
-from torchmem.lint.facts import key_of
+from torchmem.lint.facts import key_of, mentions
 from torchmem.lint.knowledge import STEP_FUNCTIONS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,7 +56,8 @@ class Accumulation(NamedTuple):
 def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
     """Recognise a statement or call that adds a value to a longer-lived container.
 
-    ``xs.append(v)``, ``xs.extend(v)``, ``acc += v`` (``d[k] += v`` too), ``acc = acc + v``, ``d[k] = v`` (with a
+    ``xs.append(v)``, ``xs.extend(v)``, ``acc += v`` (``d[k] += v`` too), ``acc = acc + v``
+    (or ``v + acc``, or a moving average ``acc = a * v + (1 - a) * acc``), ``d[k] = v`` (with a
     non-constant key), ``acc = torch.cat([acc, v])``.
     """
     t = type(node)
@@ -99,8 +100,10 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
         key = key_of(target)
         if key is None:
             return None
-        if type(value) is ast.BinOp and type(value.op) is ast.Add and key_of(value.left) == key:
-            return Accumulation(key, value.right, "add")
+        if type(value) is ast.BinOp and type(value.op) is ast.Add:
+            added = _added_to(value, key)
+            if added is not None:
+                return Accumulation(key, added, "add")
         if type(value) is ast.Call and value.args and ctx.qualname(value.func) in _CONCAT:
             seq = value.args[0]
             if type(seq) in (ast.List, ast.Tuple):
@@ -115,6 +118,32 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
                         tup.end_lineno, tup.end_col_offset = rest[-1].end_lineno, rest[-1].end_col_offset
                         return Accumulation(key, tup, "concat")
     return None
+
+
+def _added_to(value: ast.BinOp, key: str) -> ast.expr | None:
+    """``v`` when ``value`` adds ``v`` to ``key`` or to a scaled ``key``: ``key + v``,
+    ``v + key``, a moving average ``a * v + (1 - a) * key`` or ``key * d + v``; the new
+    value chains the old one, whatever the weights. None otherwise."""
+    left, right = value.left, value.right
+    if key_of(left) == key:
+        return right  # acc + a * (v - acc) too
+    if _scaled(left, key) and not mentions(right, key):
+        return right
+    if _scaled(right, key) and not mentions(left, key):
+        return left
+    return None
+
+
+def _scaled(node: ast.expr, key: str) -> bool:
+    """Whether ``node`` is ``key`` times or over factors that do not read it."""
+    if key_of(node) == key:
+        return True
+    if type(node) is ast.BinOp and type(node.op) in (ast.Mult, ast.Div):
+        if _scaled(node.left, key) and not mentions(node.right, key):
+            return True
+        return type(node.op) is ast.Mult and _scaled(node.right, key) and \
+            not mentions(node.left, key)
+    return False
 
 
 def _list_insert(key: str, index: ast.expr, ctx: Context) -> bool:

@@ -11,6 +11,11 @@ A container that is differentiated as a whole (``sum(losses).backward()``,
 ``torch.stack(losses).mean().backward()``) keeps its graphs on purpose and is not
 reported, nor is a container whose elements are differentiated only in another loop (micro
 batches kept for a later backward).
+
+The same evidence marks the other elements of a tuple one element of which the loop
+differentiates: ``losses = compute_losses(batch)`` then ``losses[0].backward()`` makes
+``losses[1]`` a tensor of the same computation (a loss function returning ``(loss,
+*metrics)``), so folding it into a running value keeps its graph.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from torchmem.lint.knowledge import GRAPH_FREE_BUILTINS, NO_GRAPH_METHODS, SCALA
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context, LoopState
 
-__all__ = ["ElementStore", "element_store"]
+__all__ = ["ElementStore", "differentiated_sibling", "element_store"]
 
 
 class ElementStore(NamedTuple):
@@ -108,4 +113,30 @@ def element_store(node: ast.AST, ctx: Context) -> ElementStore | None:
         if call is None or _whole(key, ctx):
             continue
         return ElementStore(key, value, how, call)
+    return None
+
+
+def differentiated_sibling(value: ast.expr, ctx: Context
+                           ) -> tuple[ast.Subscript, ast.Call] | None:
+    """The element and the ``xs[j].backward()`` call of an enclosing loop when ``value``
+    is, or scales, an element ``xs[i]`` of the same container (``a * losses[1]``), ``xs``
+    being bound in that loop."""
+    while type(value) in (ast.BinOp, ast.UnaryOp):
+        if type(value) is ast.UnaryOp:
+            value = value.operand  # type: ignore[attr-defined]
+            continue
+        subs = [p for p in (value.left, value.right)  # type: ignore[attr-defined]
+                if type(p) in (ast.Subscript, ast.BinOp, ast.UnaryOp)]
+        if len(subs) != 1:
+            return None
+        value = subs[0]
+    if type(value) is not ast.Subscript:
+        return None
+    key = key_of(value.value)
+    if not key or _whole(key, ctx):
+        return None
+    for loop in ctx.loops:
+        call = _differentiated_element(key, loop)
+        if call is not None and key in loop.facts.assigned:
+            return value, call
     return None

@@ -38,7 +38,7 @@ from torchmem.lint.rules._common import (
 from torchmem.lint.rules._common import (
     trains as _trains,
 )
-from torchmem.lint.rules._element_backward import element_store
+from torchmem.lint.rules._element_backward import differentiated_sibling, element_store
 from torchmem.lint.rules._hook_keys import varying_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,8 +102,8 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     acc = accumulation(node, ctx)
     if acc is None:
         return None
-    kind = ctx.kind(acc.value)
-    if not kind & GRAPH:
+    if not ctx.kind(acc.value) & GRAPH and (ctx.no_grad or acc.how != "add" or
+                                            differentiated_sibling(acc.value, ctx) is None):
         return None
     if is_hook(ctx) and not outer_container(acc.key, ctx.fn):
         return None  # a container the hook makes anew each call (the tuple it returns)
@@ -141,7 +141,8 @@ class GraphAccumulation(Rule):
 
     What:
         Flags ``xs.append(loss)``, ``total += loss``, ``d[k] = out``,
-        ``self.history.append(out)`` and ``acc = torch.cat([acc, out])`` inside a training
+        ``self.history.append(out)``, ``acc = torch.cat([acc, out])`` and a moving average
+        (``ema = a * loss + (1 - a) * ema``, ``ema = ema * d + loss``) inside a training
         loop (its body calls ``backward()`` or an optimizer ``step()``), a loop over a data
         loader, or a ``training_step`` method, when the value comes from a model or
         criterion call, or from a tensor that requires grad, and no ``.item()``,
@@ -162,6 +163,9 @@ class GraphAccumulation(Rule):
         Also flags a value kept in a container across a training loop whose body calls
         ``backward()`` on one of the container's elements (``losses.append(step_loss)``
         then ``losses[-1].backward()``): whatever the value's origin, it carries a graph;
+        likewise an element of a tuple the loop binds and differentiates another element of
+        (``losses = compute(batch)``, ``losses[0].backward()``), added into a running value
+        (``ema = a * losses[1] + (1 - a) * ema``);
         and a forward hook (``layer.register_forward_hook(self.save)``) that appends its
         output argument to ``self.*`` or to a list of the enclosing function, keeping one
         graph per forward pass. In the ``forward`` of an ``nn.Module`` with parameters of
@@ -287,6 +291,14 @@ class GraphAccumulation(Rule):
         part = _graph_part(acc.value, ctx)
         msg = (f"'{v}' carries an autograd graph and {verb}, which outlives {span}: every "
                f"iteration's graph stays alive; {_advice(acc.how, part, ctx)}")
+        sibling = None if ctx.kind(acc.value) & GRAPH else differentiated_sibling(acc.value, ctx)
+        if sibling is not None:
+            part, call = sibling
+            e = describe(part)
+            msg = (f"'{e}' is an element of '{describe(part.value)}', an element of which this "
+                   f"loop differentiates (line {call.lineno}), so it carries an autograd "
+                   f"graph; '{v}' {verb}, which outlives {span}: every iteration's graph "
+                   f"stays alive; add {e}.item() (or {e}.detach())")
         fix = None
         if type(part) in _SIMPLE and _known_tensor(part, ctx):
             # only where the value is known to be a tensor: .detach() of a tuple, a dict
