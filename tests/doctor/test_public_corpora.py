@@ -3,8 +3,10 @@
 ``tests/doctor_corpus_public`` (used while the doctor is improved),
 ``tests/doctor_corpus_holdout`` (held out: it shares no source with the public one),
 ``tests/doctor_corpus_holdout2`` (held out, scored once before any tuning: it shares no
-source with any other corpus) and ``tests/doctor_corpus_holdout3`` (held out, built after
-the second was used for tuning: it shares no report with any other corpus). Every script
+source with any other corpus), ``tests/doctor_corpus_holdout3`` (held out, built after
+the second was used for tuning: it shares no report with any other corpus) and
+``tests/doctor_corpus_holdout4`` (held out, built after the third was used for tuning: it
+shares no report with any other corpus). Every script
 there is adapted from a
 public report (a GitHub issue or pull request, a forum thread, a repository at a given
 commit) and says so in its header. This checks the
@@ -29,10 +31,11 @@ TESTS = Path(__file__).resolve().parents[1]
 CORPORA = {"public": (TESTS / "doctor_corpus_public", 40),
            "holdout": (TESTS / "doctor_corpus_holdout", 27),
            "holdout2": (TESTS / "doctor_corpus_holdout2", 18),
-           "holdout3": (TESTS / "doctor_corpus_holdout3", 20)}
+           "holdout3": (TESTS / "doctor_corpus_holdout3", 20),
+           "holdout4": (TESTS / "doctor_corpus_holdout4", 20)}
 #: the corpora whose sources come from public reports, and the linter's recall corpora
-OTHER_SOURCES = [TESTS / "doctor_corpus", TESTS.parent / "benchmarks" / "lint_recall",
-                 TESTS.parent / "benchmarks" / "lint_recall_holdout"]
+OTHER_SOURCES = [TESTS / "doctor_corpus",
+                 *sorted(p for p in (TESTS.parent / "benchmarks").glob("lint_recall*") if p.is_dir())]
 MANIFESTS = {name: json.loads((d / "manifest.json").read_text(encoding="utf-8"))
              for name, (d, _) in CORPORA.items()}
 ENTRIES = [(name, e) for name, m in MANIFESTS.items() for e in m["scripts"]]
@@ -94,7 +97,8 @@ def _urls_in(directory: Path) -> set[str]:
 
 
 #: each later held-out corpus -> the corpora built before it, with which it shares no report
-EARLIER = {"holdout2": ("public", "holdout"), "holdout3": ("public", "holdout", "holdout2")}
+EARLIER = {"holdout2": ("public", "holdout"), "holdout3": ("public", "holdout", "holdout2"),
+           "holdout4": ("public", "holdout", "holdout2", "holdout3")}
 
 
 @pytest.mark.parametrize("name", sorted(EARLIER))
