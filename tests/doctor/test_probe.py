@@ -43,6 +43,10 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("hooks_per_module.py", "growing_container", "model._forward_hooks", 13),
     # a module three hops from the variable: its hook dict is still a path
     ("hooks_deep_module.py", "growing_container", "self.tools.model[1]._forward_hooks", 11),
+    # stale hooks of earlier fits keep growing: the hook dict that gains them, not one hook
+    ("stale_extractor_hooks.py", "growing_container", "model.fc3._forward_hooks", 24),
+    # written in place inside the loop, rebound once before it: the write is the line
+    ("inplace_result_table.py", "hidden_state_chain", "table", 18),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
     ("manual_update_data.py", "grad_not_cleared", "net", 10),
     ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step
