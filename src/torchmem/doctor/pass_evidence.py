@@ -185,10 +185,11 @@ class PassEvidence:
                 continue
             depth = stats[parent].depth + 1
             for path, now in last.paths.items():
-                if path in growing or now.depth != depth or not path.startswith(parent) \
+                if path in growing or now.depth != depth or path in first.paths \
+                        or not path.startswith(parent) \
                         or path[len(parent):len(parent) + 1] not in (".", "[", ":"):
-                    continue
-                sig = path_signal(first.paths.get(path), now, last.step - first.step)
+                    continue  # only parts that appeared since: the others were judged above
+                sig = path_signal(None, now, last.step - first.step)
                 if significant_growth(sig) and (sig["grad_tensors"] > 0 or sig["nodes"] > 0):
                     growing[path] = dict(sig, resets=growing[parent].get("resets", 1.0))
                     stats[path], steps[path] = now, steps[parent]
