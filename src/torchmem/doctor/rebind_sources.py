@@ -33,8 +33,11 @@ MAX_HOPS = 3
 _ADDING = ("add", "setitem", "augassign")
 
 
-def _function_node(tree: ast.Module, line: int) -> ast.AST | None:
-    best = None
+_Func = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _function_node(tree: ast.Module, line: int) -> _Func | None:
+    best: _Func | None = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
                 node.lineno <= line <= (node.end_lineno or node.lineno):
@@ -43,7 +46,7 @@ def _function_node(tree: ast.Module, line: int) -> ast.AST | None:
     return best
 
 
-def _class_of(func: ast.AST, name: str) -> str | None:
+def _class_of(func: _Func, name: str) -> str | None:
     """The class ``name`` is bound to in ``func``: every binding of it there is a call
     of that one class (``test = Test(...)``); None otherwise."""
     bound = [n.value for n in ast.walk(func) if isinstance(n, ast.Assign)
