@@ -146,7 +146,7 @@ def test_leaf_kept_by_its_own_grad_is_named_with_the_backward_line(tmp_path):
     data, src = _doctor(tmp_path, LEAF_CYCLE)
     (finding,) = data["findings"]
     assert finding["cause"] == "backward_flags_graph"
-    assert finding["culprit"]["name"] == "z"
+    assert finding["culprit"]["name"] == "z.grad"
     assert finding["culprit"]["line"] == _line(src, "out.backward(create_graph=True)")
     assert "torch.autograd.grad(out, z, create_graph=True)" in finding["fix"]
     assert "z.grad = None" in finding["fix"]
@@ -187,3 +187,40 @@ def test_sparse_gradient_lost_inside_torch_names_the_parameter(tmp_path):
 def test_consumed_or_rebound_graphs_are_quiet(tmp_path, source):
     data, _ = _doctor(tmp_path, source)
     assert data["findings"] == []
+
+
+HELD_LEAF_CYCLE = """
+import torch
+
+
+class Hyper:
+    def __init__(self):
+        self.params = {"lr": torch.tensor(0.01, requires_grad=True)}
+
+
+def fit(xs):
+    hyper = Hyper()
+    w = torch.zeros(64)
+    for x in xs:
+        w = w.detach().requires_grad_()
+        loss = ((w * x).sum() * hyper.params["lr"]) ** 2
+        loss.backward(create_graph=True)
+        g, w.grad = w.grad, None
+        w = w - g.detach()
+
+
+xs = [torch.randn(64) for _ in range(6)]
+for run in range(10):
+    fit(xs)
+print("done")
+"""
+
+
+def test_leaf_held_below_a_local_is_named_by_its_path_and_grad(tmp_path):
+    # the leaf is `hyper.params['lr']`, not a local of the frame that calls backward(): it
+    # is named from the analysis snapshots, as its `.grad` (what a user would clear)
+    data, src = _doctor(tmp_path, HELD_LEAF_CYCLE)
+    finding = next(f for f in data["findings"] if f["cause"] == "backward_flags_graph")
+    assert finding["culprit"]["name"] == "hyper.params['lr'].grad"
+    assert finding["culprit"]["line"] == _line(src, "loss.backward(create_graph=True)")
+    assert "hyper.params['lr'].grad = None" in finding["fix"]

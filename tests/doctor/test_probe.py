@@ -43,6 +43,10 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("hooks_per_module.py", "growing_container", "model._forward_hooks", 13),
     # a module three hops from the variable: its hook dict is still a path
     ("hooks_deep_module.py", "growing_container", "self.tools.model[1]._forward_hooks", 11),
+    # stale hooks of earlier fits keep growing: the hook dict that gains them, not one hook
+    ("stale_extractor_hooks.py", "growing_container", "model.fc3._forward_hooks", 25),
+    # written in place inside the loop, rebound once before it: the write is the line
+    ("inplace_result_table.py", "hidden_state_chain", "table", 18),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
     ("manual_update_data.py", "grad_not_cleared", "net", 10),
     ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step
@@ -65,6 +69,19 @@ def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     assert top.culprit.line == line
     assert top.fix
     assert not result.notes, result.notes  # no probe errors
+
+
+def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it():
+    # `self` gains `self.results_te` during each evaluation pass; that dict is only bound
+    # to `tester.results`, which Tester.test fills at `results[i] = mse(...)` (line 30)
+    probe, result = doctor(SCRIPTS / "tester_results_kept.py")
+    assert result.exit_code == 0, result.error
+    found = {f.culprit.name: f for f in probe.findings if f.data.get("phase") == "eval-grad"}
+    assert "self" not in found, found.keys()
+    kept = found["self.results_te"]
+    assert kept.cause == "eval_graph"
+    assert kept.culprit.line == 30
+    assert any("only binds `self.results_te`" in e for e in kept.evidence)
 
 
 @pytest.mark.parametrize("script", ["healthy_plateau.py", "healthy_accum.py",

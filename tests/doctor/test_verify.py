@@ -270,3 +270,19 @@ def test_state_that_starts_as_none_is_detached_only_when_set(tmp_path: Path):
     assert proposal.edit is not None
     assert proposal.edit.statement == \
         "state = None if state is None else tuple(t.detach() for t in state)"
+
+
+def test_chain_written_in_place_detaches_the_value_written(tmp_path: Path):
+    # `table[i, j] = d` links table's graph to d's at every write: write d without graph
+    src = tmp_path / "w.py"
+    src.write_text("table = torch.zeros(2, 2)\nfor i in range(2):\n"
+                   "    for j in range(2):\n        table[i, j] = model(x).sum()\n"
+                   "kept = torch.zeros(2)\nkept[0] = d.detach()\n", encoding="utf-8")
+    proposal = propose_edit("hidden_state_chain", "table", _statement(src, "table", 4),
+                            holds=("tensor",), culprit_type="Tensor")
+    assert proposal.edit is not None
+    assert proposal.edit.statement == "table[i, j] = model(x).sum().detach()"
+    assert (proposal.edit.first_line, proposal.edit.last_line) == (4, 4)
+    done = propose_edit("hidden_state_chain", "kept", _statement(src, "kept", 6),
+                        holds=("tensor",), culprit_type="Tensor")
+    assert done.edit is None  # already stores a value without graph

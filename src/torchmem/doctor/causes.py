@@ -59,6 +59,7 @@ from torchmem.doctor.path_trend import (
     path_signal,
     significant_growth,
 )
+from torchmem.doctor.rebind_sources import filled_from
 from torchmem.doctor.record_findings import (
     cuda_findings,
     cycle_findings,
@@ -202,6 +203,9 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \
                 and stats.chain_numel != 1 and owner is None:
             cause = "hidden_state_chain"
+        rebound = stmt if want == "container" and stmt is not None and owner is None else None
+        filled = filled_from(rebound, _files(stats)) if rebound is not None else None
+        stmt = filled or stmt  # `self.kept = other.results`: the line that fills it
         scalar = stats.example is not None and stats.example.startswith("() ")
         hooks = want == "hook"
         path_fix = fix_edit.path_fix(
@@ -231,6 +235,10 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                                f"{growing[owner_path]['hooks']:+.1f} hooks per step in all, "
                                f"spread over {dicts} hook dicts ({paths[owner_path].hooks} hooks "
                                f"at step {last_step})",)
+        if filled is not None and rebound is not None:
+            extra_evidence += (f"`{rebound.code}` (line {rebound.line}, in `{rebound.function}`) "
+                               f"only binds `{path}` to what `{filled.code}` (line {filled.line}, "
+                               f"in `{filled.function}`) filled",)
         if graphs_outweigh:
             extra_evidence += (f"the tensors kept are views that pin {format_bytes(stats.pinned_bytes)}"
                                f" of storage, but the heap grows {growth['cpu'].bytes_per_step / max(sig['bytes'], 1.0):.1f}"

@@ -152,6 +152,9 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
                 del g
         if previous:
             _orphans(w, previous)
+        if leaf_names is not None and samples:
+            leaf_names.record_paths(samples, {p for p, st in w.snap.paths.items()
+                                              if st.items is None and st.type.endswith("Tensor")})
         if leaf_names is not None and unreached:
             w.snap.unreached = measure_unreached(w.storages, w.owned, leaf_names,
                                                  [(n, m) for n, m, _, _ in modules], w.seen)

@@ -312,7 +312,16 @@ def propose_edit(cause: str, name: str, stmt: Statement | None, *, holds: tuple[
 
 def _chain(src: _Source, stmt: Statement, outer: ast.stmt, name: str,
            holds: tuple[str, ...], culprit_type: str | None) -> Proposal:
-    """Detach the carried state right before the statement that carries it."""
+    """Detach the carried state right before the statement that carries it; for a write
+    into part of a kept tensor (``x[i] = v``: each write links ``x``'s graph to ``v``'s),
+    write a value without graph (``x[i] = v.detach()``)."""
+    if stmt.kind == "setitem" and holds and set(holds) <= _TENSORS \
+            and culprit_type not in ("tuple", "list", "dict"):
+        value = _located(src, stmt)
+        if value is not None and value[1] is not None and not _already_detached(value[1]):
+            edit = _wrap(src, stmt, outer, value[1], ".detach()")
+            if edit is not None:
+                return Proposal(edits=(edit,))
     if stmt.kind not in ("assign", "augassign", "rebind"):
         return Proposal(refusal=f"line {stmt.line} does not carry `{name}` from step to step")
     target = _chain_target(outer, name)

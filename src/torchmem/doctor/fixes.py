@@ -150,6 +150,10 @@ def edit_text(cause: str, edit: FixEdit, *, alternative: FixEdit | None = None) 
         'store a number, not the graph: `losses.append(loss.item())`'
     """
     stmt = edit.statement
+    if cause == "hidden_state_chain" and edit.replacement.count("\n") == edit.original.count("\n"):
+        # the statement itself is rewritten (`x[i] = v.detach()`), nothing is inserted
+        return (f"write a value without graph into the kept tensor: `{stmt}` (line "
+                f"{edit.first_line}), so no step's graph links to the previous one")
     if cause == "hidden_state_chain":
         return (f"cut the graph between steps: `{stmt}` before line {edit.first_line} "
                 f"(so this step keeps its gradient and the previous steps' graphs are freed)")

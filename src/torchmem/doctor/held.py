@@ -107,16 +107,27 @@ def grad_cycle_findings(snaps: Sequence[Snapshot], create_graph_site: tuple[str,
         "autograd that neither reference counting nor gc.collect() frees",
     ]
     if names:
-        evidence.append("named where backward() ran: " + ", ".join(
+        evidence.append("named by the variable that held them where backward() ran or at "
+                        "an earlier analysis step: " + ", ".join(
             f"`{n}` ({c})" for n, c in names[:4]))
-    shown = name or "the leaf"
-    fix = (f"compute the gradient with `{_autograd_grad(site, shown)}[0]` instead of "
-           f"`.backward(create_graph=True)`{f' (line {site[1]})' if site else ''} and use what it "
-           f"returns, or set `{shown}.grad = None` once its gradient has been used")
-    culprit = Culprit(name=name or "leaf tensors of backward(create_graph=True)",
-                      kind="local" if name else "unknown", file=site[0] if site else None,
+    held_in = name is not None and name.endswith("[...]")  # a tensor inside that container
+    shown = "the leaf" if name is None else name[:-len("[...]")] if held_in else name
+    if held_in:
+        fix = (f"set `.grad = None` on the tensors in `{shown}` once their gradients have been "
+               f"used, or compute the gradients with `torch.autograd.grad(..., "
+               f"create_graph=True)` instead of `.backward(create_graph=True)`"
+               f"{f' (line {site[1]})' if site else ''} and use what it returns")
+    else:
+        fix = (f"compute the gradient with `{_autograd_grad(site, shown)}[0]` instead of "
+               f"`.backward(create_graph=True)`{f' (line {site[1]})' if site else ''} and use "
+               f"what it returns, or set `{shown}.grad = None` once its gradient has been used")
+    # what a user would write: the leaf's `.grad`, or the container that holds the leaf
+    label = None if name is None else shown if held_in else f"{name}.grad"
+    culprit = Culprit(name=label or "leaf tensors of backward(create_graph=True)",
+                      kind="unknown" if name is None else "container" if held_in else "local",
+                      file=site[0] if site else None,
                       line=site[1] if site else None, code=site[2] if site else None,
-                      type="Tensor")
+                      type=None if held_in else "Tensor")
     at_end = int(last.grad_cycle_bytes + per_step * max(end_step - last_step, 0))
     return [Finding(
         cause="backward_flags_graph", title="tensors kept by their own .grad (create_graph=True)",

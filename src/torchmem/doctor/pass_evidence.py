@@ -147,6 +147,7 @@ class PassEvidence:
                 steps[path] = at
         if not growing:
             return []
+        self._add_new_parts(growing, stats, steps)
         out = []
         for finding in path_findings(Evidence(), growing, stats, [0, 1], {}, eval_pass=True):
             name = finding.culprit.name if finding.culprit else None
@@ -166,6 +167,33 @@ class PassEvidence:
                         step_unit="top-level module call in evaluation")
             out.append(replace(finding, evidence=tuple(evidence), data=data))
         return out
+
+    def _add_new_parts(self, growing: dict[str, dict[str, float]], stats: dict[str, PathStats],
+                       steps: dict[str, list[int]]) -> None:
+        """Add the parts of each growing path that appeared during the pass with graphs
+        (``self.results_te``, bound to a dict of metric tensors while the pass ran): too
+        new to be judged on their own, they say where the growth of ``self`` went, so the
+        culprit is the part that holds it, not the object at the root. A part is added
+        only below a path already counted as growing (parents first), measured over the
+        snapshots its parent was judged on."""
+        by_step = {s.step: s for snaps in self.passes.values() for s in snaps}
+        todo = sorted(growing, key=lambda p: stats[p].depth)
+        while todo:
+            parent = todo.pop(0)
+            first, last = by_step.get(steps[parent][0]), by_step.get(steps[parent][-1])
+            if first is None or last is None or first is last:
+                continue
+            depth = stats[parent].depth + 1
+            for path, now in last.paths.items():
+                if path in growing or now.depth != depth or path in first.paths \
+                        or not path.startswith(parent) \
+                        or path[len(parent):len(parent) + 1] not in (".", "[", ":"):
+                    continue  # only parts that appeared since: the others were judged above
+                sig = path_signal(None, now, last.step - first.step)
+                if significant_growth(sig) and (sig["grad_tensors"] > 0 or sig["nodes"] > 0):
+                    growing[path] = dict(sig, resets=growing[parent].get("resets", 1.0))
+                    stats[path], steps[path] = now, steps[parent]
+                    todo.append(path)
 
     def _opened_by(self) -> str:
         """How the analysed passes were found, in words."""

@@ -11,7 +11,9 @@ log-probabilities consumed by the episode's backward and emptied; a variable reb
 step that holds one step's graph) does not count as growing (:func:`_released`).
 
 The culprit of a growing variable is the deepest growing path below it that explains at
-least 70% of its growth (:func:`culprit_paths`).
+least 70% of its growth (:func:`culprit_paths`); the walk down stops at a module hook dict
+that gains hooks (the registrations are the cause: what each stale hook keeps grows
+because the hook is still there).
 """
 
 from __future__ import annotations
@@ -202,6 +204,8 @@ def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats])
     for path in _roots(growing, paths):
         current = path
         while True:
+            if paths[current].kind == "hook" and growing[current].get("hooks", 0.0) > 0:
+                break  # hooks registered again and again: the dict, not what one hook keeps
             kids = _children(current, growing, paths)
             best = max(kids, key=lambda k: _score(growing[k]), default=None)
             if best is None or _score(growing[best]) < 0.7 * _score(growing[current]):

@@ -312,7 +312,9 @@ _INITIAL = frozenset({"None", "[]", "{}", "()", "0", "0.0", "dict()", "list()", 
 
 _PREFERENCE = {
     "container": ("add", "setitem", "augassign", "assign", "rebind"),
-    "chain": ("assign", "augassign", "rebind", "add", "setitem"),
+    # a plain rebinding reads nothing old: the last resort of a chain (`x[i] = v` writes
+    # in place and keeps x's graph, `x = f()` does not)
+    "chain": ("assign", "augassign", "add", "setitem", "rebind"),
     "sum": ("augassign", "assign", "add", "setitem", "rebind"),  # a running sum `x += loss`
     "hook": ("hook",),
 }
@@ -335,11 +337,18 @@ def best_statement(statements: list[Statement], want: str = "container",
     best: tuple[tuple[int, ...], Statement] | None = None
     if exact is not None:  # a statement that fills another constant key is not a candidate
         statements = [s for s in statements if not writes_other_key(s.target, exact)]
+    # a function that writes the culprit both inside a loop and outside every loop: the
+    # statement outside runs once per call, the one inside once per iteration -- only the
+    # latter can keep adding at every step (`x = torch.where(x == 0, c, x)` before the
+    # loop, `x[i, j] = v` in it)
+    looping = {(s.file, s.function) for s in statements
+               if s.in_loop and s.kind in order and s.value not in _INITIAL}
     for s in statements:
         if s.kind not in order:
             continue
         score = (
             0 if s.value in _INITIAL else 1,
+            0 if not s.in_loop and (s.file, s.function) in looping else 1,
             -order.index(s.kind),
             1 if s.in_loop else 0,
             1 if exact is not None and s.target == exact else 0,

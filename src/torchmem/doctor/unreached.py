@@ -56,6 +56,7 @@ class LeafNames:
 
     def __init__(self, limit: int = 512) -> None:
         self.limit = limit
+        self.active = False  # a backward(create_graph=True) was recorded
         self._refs: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
 
     def __len__(self) -> int:
@@ -64,6 +65,7 @@ class LeafNames:
     def record(self, frame: types.FrameType | None, is_user: Callable[[str], bool]) -> None:
         """Remember the leaf tensors that require grad among the locals of ``frame`` and
         the user frames that called it (parameters excluded: they have paths)."""
+        self.active = True
         depth = 0
         while frame is not None and depth < _NAMING_FRAMES and len(self._refs) < self.limit:
             if is_user(frame.f_code.co_filename) and frame.f_code.co_name != "<module>":
@@ -83,6 +85,34 @@ class LeafNames:
                         continue
             names.clear()
             frame = frame.f_back
+
+    def record_paths(self, samples: dict[str, list[Any]], tensor_paths: set[str]) -> None:
+        """Name, from a snapshot's watched tensors (path -> weak references, at analysis
+        time only, once a ``backward(create_graph=True)`` was recorded), the leaves whose
+        ``.grad`` carries a ``grad_fn`` and that no local of the ``backward`` frames named:
+        by the path of the tensor itself (``opt.hyper['lr']``, one of ``tensor_paths``),
+        else by the deepest container that holds it, written ``<path>[...]``."""
+        if not self.active:
+            return
+        best: dict[int, tuple[Any, str]] = {}
+        for path, refs in samples.items():
+            rank = (path in tensor_paths, len(path))
+            for ref in refs:
+                t = ref()
+                if t is None or id(t) in self._refs or type(t) in _PARAM_TYPES \
+                        or not (t.is_leaf and t.requires_grad):
+                    t = None
+                    continue
+                g = t.grad
+                old = best.get(id(t))
+                if g is not None and g.grad_fn is not None and (
+                        old is None or rank > (old[1] in tensor_paths, len(old[1]))):
+                    best[id(t)] = (ref, path)
+                t = g = None  # keep nothing alive
+        for key, (ref, path) in best.items():
+            if len(self._refs) >= self.limit:
+                break
+            self._refs[key] = (ref, path if path in tensor_paths else f"{path}[...]")
 
     def name_of(self, t: torch.Tensor) -> str | None:
         """The recorded name of ``t`` (None when it was not recorded)."""
