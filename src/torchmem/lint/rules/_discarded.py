@@ -25,9 +25,10 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.callers import mentions_no_grad
-from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_constructor_name, is_no_grad_decorator
+from torchmem.lint.facts import key_of
+from torchmem.lint.knowledge import (NO_GRAD_CONTEXTS, is_constructor_name, is_model_name,
+                                     is_no_grad_decorator, last_name)
 from torchmem.lint.rules._base_hooks import base_hook
-from torchmem.lint.rules._eval_shapes import has_weights
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
@@ -52,8 +53,13 @@ _KEPT, _NEUTRAL, _DROPPED = -1, 0, 1
 
 
 def note_forward(call: ast.Call, ctx: Context) -> None:
-    """Record ``call``, a forward pass run outside ``no_grad``, for :func:`thrown_away`."""
-    ctx.scratch.setdefault(_FORWARDS, {}).setdefault(id(ctx.fn.node), []).append(call)
+    """Record ``call`` when it runs, outside ``no_grad``, a module known by name to have
+    weights (``model(x)``, ``self.encoder(x)``, ``self(x)`` in a module), for
+    :func:`thrown_away`. ``Model(envs)`` of a parameter named like a class builds an object;
+    ``self.drop(ones)`` of a module not named like a model records no graph worth a
+    finding."""
+    if _weighted(call, ctx) and ctx.flow.is_forward(call, strict=True):
+        ctx.scratch.setdefault(_FORWARDS, {}).setdefault(id(ctx.fn.node), []).append(call)
 
 
 def thrown_away(ctx: Context) -> ast.Call | None:
@@ -61,16 +67,11 @@ def thrown_away(ctx: Context) -> ast.Call | None:
     outside ``no_grad`` has its graph thrown away by the function itself, and the function
     needs no gradient; ``None`` otherwise."""
     calls = ctx.scratch.get(_FORWARDS, {}).pop(id(ctx.fn.node), None)
-    # Model(envs) of a parameter named like a class builds an object; self.drop(ones) of a
-    # module not known to have weights records no graph worth a finding
-    calls = [c for c in calls or () if _weighted(c, ctx)]
     fn = ctx.fn
     node = fn.node
     if not calls or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
-            node.name in ("forward", "__call__") or fn.facts.has_backward or \
-            fn.facts.has_step or fn.facts.grad_calls or \
-            ("self" if fn.class_name else None, node.name) in _no_grad_callees(ctx) or \
-            node.name.startswith("test_") or base_hook(ctx):
+            node.name in ("forward", "__call__") or node.name.startswith("test_") or \
+            fn.facts.has_backward or fn.facts.has_step or fn.facts.grad_calls:
         return None  # a pytest test: one small forward pass, never worth a no_grad
     body = _own_nodes(node)
     parents: dict[int, ast.AST] = {}
@@ -88,16 +89,22 @@ def thrown_away(ctx: Context) -> ast.Call | None:
     for call in calls:
         if walk.fate(call) != _DROPPED:
             return None
-    if _wants_grad(body) or _calls_backward(body, ctx):
+    if _wants_grad(body) or _calls_backward(body, ctx) or base_hook(ctx) or \
+            ("self" if fn.class_name else None, node.name) in _no_grad_callees(ctx):
         return None
     return min(calls, key=lambda c: (c.lineno, c.col_offset))
 
 
 def _weighted(call: ast.Call, ctx: Context) -> bool:
+    """Whether ``call`` runs a module named like one with weights (see ``has_weights``)."""
     func = call.func
     if type(func) is ast.Name and (is_constructor_name(func.id) or func.id == "self"):
         return func.id == "self" and ctx.in_module_class
-    return has_weights(call, ctx.fn.node, methods=True)
+    if type(func) is ast.Attribute and (func.attr in ("forward", "forward_features") or
+                                        not is_model_name(func.attr)):
+        func = func.value  # model.decode(x)
+    key = key_of(func)
+    return key is not None and is_model_name(last_name(key))
 
 
 def _no_grad_callees(ctx: Context) -> set[tuple[str | None, str]]:

@@ -80,7 +80,8 @@ class EvalWithoutNoGrad(Rule):
         function that runs forward passes (a decoding ``step()`` handed to a beam search).
 
         Inference code is also found by what it does with its outputs: a function whose
-        every forward pass has its output (or what is computed from it) only detached or
+        every forward pass (of a module named like a model, or ``self(x)`` in a module)
+        has its output (or what is computed from it) only detached or
         copied to the host (``.detach()``, ``.numpy()``, ``.tolist()``, ``.item()``,
         ``.argmax()``, ``float()``), never returned, stored or handed to a helper whose
         result is kept, in a function that never differentiates (no ``backward()``,
@@ -211,7 +212,9 @@ class EvalWithoutNoGrad(Rule):
             return
         if ctx.no_grad:
             return
-        if ctx.flow.is_forward(node, strict=True):
+        facts = ctx.fn.facts  # a function that differentiates is no inference code
+        if not (facts.has_backward or facts.has_step or facts.grad_calls or
+                ctx.fn.node is ctx.tree):
             note_forward(node, ctx)
         if not ctx.loops and self._straight_forward(node, ctx) or self._eval_only(node, ctx):
             return
