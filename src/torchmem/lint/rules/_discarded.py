@@ -25,9 +25,8 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.callers import mentions_no_grad
-from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import (NO_GRAD_CONTEXTS, is_constructor_name, is_model_name,
-                                     is_no_grad_decorator, last_name)
+                                     is_no_grad_decorator)
 from torchmem.lint.rules._base_hooks import base_hook
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,13 +97,18 @@ def thrown_away(ctx: Context) -> ast.Call | None:
 def _weighted(call: ast.Call, ctx: Context) -> bool:
     """Whether ``call`` runs a module named like one with weights (see ``has_weights``)."""
     func = call.func
-    if type(func) is ast.Name and (is_constructor_name(func.id) or func.id == "self"):
-        return func.id == "self" and ctx.in_module_class
-    if type(func) is ast.Attribute and (func.attr in ("forward", "forward_features") or
-                                        not is_model_name(func.attr)):
-        func = func.value  # model.decode(x)
-    key = key_of(func)
-    return key is not None and is_model_name(last_name(key))
+    if type(func) is ast.Name:
+        if func.id == "self":
+            return ctx.in_module_class
+        return not is_constructor_name(func.id) and is_model_name(func.id)
+    if type(func) is not ast.Attribute:
+        return False
+    if is_model_name(func.attr):
+        return True
+    func = func.value  # model.decode(x), self.net.forward(x)
+    name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute \
+        else None
+    return name is not None and is_model_name(name)
 
 
 def _no_grad_callees(ctx: Context) -> set[tuple[str | None, str]]:
