@@ -17,6 +17,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.knowledge import is_model_name
+from torchmem.lint.rules._base_hooks import base_hook
+
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
@@ -77,8 +80,9 @@ def _eval_only(cls: ast.ClassDef) -> frozenset[str]:
 
 
 def eval_only_attr(call: ast.Call, ctx: Context) -> str | None:
-    """``X`` when ``call`` is ``self.X(...)`` (or ``self.X.forward(...)``) in a method of a
-    plain class of this file whose ``__init__`` put ``self.X`` in eval mode for good."""
+    """``X`` when ``call`` is ``self.X(...)`` (or ``self.X.forward(...)``, or a forward pass
+    of one of its sub-modules, ``self.X.model.encoder(...)``) in a method of a plain class
+    of this file whose ``__init__`` put ``self.X`` in eval mode for good."""
     fn = ctx.fn
     summaries = ctx.summaries
     if fn is None or fn.class_name is None or ctx.in_module_class or summaries is None:
@@ -87,8 +91,14 @@ def eval_only_attr(call: ast.Call, ctx: Context) -> str | None:
     if type(func) is ast.Attribute and func.attr == "forward":
         func = func.value
     attr = _self_attr(func)
-    if attr is None:
-        return None
+    if attr is None:  # self.X.model.encoder(x): a sub-module of self.X named like a model
+        root = func
+        while type(root) is ast.Attribute and _self_attr(root) is None:
+            root = root.value
+        attr = _self_attr(root)
+        if attr is None or root is func or not is_model_name(func.attr) or \
+                base_hook(ctx):  # type: ignore[attr-defined]
+            return None
     cls = summaries.classes.get(fn.class_name)
     if cls is None or not any(s is fn.node for s in cls.body):
         return None

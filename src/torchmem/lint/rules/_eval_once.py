@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
     from torchmem.lint.violation import Violation
 
-__all__ = ["note_call_site", "note_finding", "settle"]
+__all__ = ["found_in", "note_call_site", "note_finding", "settle"]
 
 #: scratch key: id of a function node -> the TMM103 findings inside it
 _FOUND = "TMM103.found"
@@ -42,6 +42,11 @@ def note_finding(ctx: Context) -> None:
     function's."""
     ctx.scratch.setdefault(_FOUND, {}).setdefault(id(ctx.fn.node), []).append(
         len(ctx.violations) - 1)
+
+
+def found_in(ctx: Context) -> dict[int, list[int]]:
+    """Function id -> the TMM103 findings reported inside it so far."""
+    return ctx.scratch.get(_FOUND, {})
 
 
 def note_call_site(ctx: Context, callee: ast.AST | None) -> None:

@@ -12,12 +12,12 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.facts import key_of
-from torchmem.lint.knowledge import is_model_name, last_name
+from torchmem.lint.knowledge import EVAL_FUNCTION, is_model_name, last_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
 
-__all__ = ["branch_end", "by_callers_only", "forwarding_closure", "has_weights",
+__all__ = ["abstract_eval_method", "branch_end", "by_callers_only", "forwarding_closure", "has_weights",
            "inference_method", "returns_value"]
 
 #: method names that run the object's model for inference (scikit-learn-style wrappers)
@@ -79,6 +79,32 @@ def inference_method(call: ast.Call, ctx: Context) -> bool:
     func = call.func
     return type(func) is ast.Attribute and type(func.value) is ast.Name and \
         func.value.id == "self" and func.attr in _INFERENCE_METHODS
+
+
+def abstract_eval_method(call: ast.Call, callee: ast.AST) -> bool:
+    """``self.evaluate(...)`` where ``evaluate`` is, in this file, a stub that subclasses
+    override out of sight (its body only ``pass``, ``...`` or ``raise`` /
+    ``return NotImplementedError``), named like evaluation or inference: taken to run a
+    forward pass, like a method defined out of sight."""
+    func = call.func
+    if not (type(func) is ast.Attribute and type(func.value) is ast.Name and
+            func.value.id == "self" and (EVAL_FUNCTION.match(func.attr) or
+                                         func.attr in _INFERENCE_METHODS)):
+        return False
+    body = list(getattr(callee, "body", ()))
+    if body and type(body[0]) is ast.Expr and isinstance(body[0].value, ast.Constant) and \
+            isinstance(body[0].value.value, str):
+        body = body[1:]  # the docstring
+    if len(body) != 1:
+        return False
+    stmt = body[0]
+    if type(stmt) is ast.Pass or type(stmt) is ast.Raise or type(stmt) is ast.Expr and \
+            isinstance(stmt.value, ast.Constant) and stmt.value.value is Ellipsis:
+        return True
+    value = stmt.value if type(stmt) is ast.Return else None
+    if type(value) is ast.Call:
+        value = value.func
+    return type(value) is ast.Name and value.id in ("NotImplementedError", "NotImplemented")
 
 
 def forwarding_closure(call: ast.Call, ctx: Context) -> str | None:

@@ -3,7 +3,8 @@
 Part of the TMM1xx family (autograd graphs kept alive): evaluation code is found by the
 function as a whole (named like ``evaluate``, calling ``model.eval()`` and never
 ``backward()``, looping over an eval loader), by the code after ``model.eval()`` in a
-function that also trains, and through the functions of the same file it calls.
+function that also trains, through the functions of the same file it calls, and by
+forward passes whose outputs the function only detaches or copies to the host.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
+from torchmem.lint.rules._discarded import note_forward, thrown_away
 from torchmem.lint.rules._eval_attrs import eval_only_attr
-from torchmem.lint.rules._eval_once import note_call_site, note_finding, settle
-from torchmem.lint.rules._eval_shapes import (branch_end, by_callers_only, forwarding_closure,
-                                               has_weights, inference_method, returns_value)
+from torchmem.lint.rules._eval_once import found_in, note_call_site, note_finding, settle
+from torchmem.lint.rules._eval_shapes import (abstract_eval_method, branch_end, by_callers_only,
+                                               forwarding_closure, has_weights,
+                                               inference_method, returns_value)
 from torchmem.lint.rules._flag_switch import flag_eval
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,6 +78,22 @@ class EvalWithoutNoGrad(Rule):
         ``phase`` a parameter or the variable of ``for phase in ["train", "val"]:``), the
         first forward pass of a model outside ``if is_train:``; and, in evaluation code, a call given a nested
         function that runs forward passes (a decoding ``step()`` handed to a beam search).
+
+        Inference code is also found by what it does with its outputs: a function whose
+        every forward pass (of a module named like a model, or ``self(x)`` in a module)
+        has its output (or what is computed from it) only detached or
+        copied to the host (``.detach()``, ``.numpy()``, ``.tolist()``, ``.item()``,
+        ``.argmax()``, ``float()``), never returned, stored or handed to a helper whose
+        result is kept, in a function that never differentiates (no ``backward()``,
+        ``step()``, ``autograd.grad``, input gradients, or a function of the file that
+        runs ``backward()``), that is not a module's ``forward`` and that no call in the
+        file runs under ``no_grad``: its first forward pass is flagged (``slide()``,
+        ``encode_sentences()``, a server's ``run()``). A forward pass of a sub-module named
+        like a model (``self.asr.model.encoder(x)``) of a module that ``__init__`` put in
+        eval mode counts like one of the module itself; and after ``model.eval()``, a call
+        ``self.evaluate(...)`` of a stub of the file (``pass``, ``...``,
+        ``raise NotImplementedError``) named like evaluation counts as a forward pass, as
+        for a method defined out of sight.
 
     Why:
         ``model.eval()`` switches dropout and batch-norm behaviour; it does not stop
@@ -180,6 +199,8 @@ class EvalWithoutNoGrad(Rule):
             return inference_method(node, ctx)
         if summaries._runs_backward(callee.node):
             return False
+        if abstract_eval_method(node, callee.node):
+            return True  # a stub here, overridden out of sight
         summary = summaries.summarize(node, ctx.flow, evaluation=True)
         return callee.node if summary is not None and summary.forwards else False
 
@@ -191,6 +212,10 @@ class EvalWithoutNoGrad(Rule):
             return
         if ctx.no_grad:
             return
+        facts = ctx.fn.facts  # a function that differentiates is no inference code
+        if not (facts.has_backward or facts.has_step or facts.grad_calls or
+                ctx.fn.node is ctx.tree):
+            note_forward(node, ctx)
         if not ctx.loops and self._straight_forward(node, ctx) or self._eval_only(node, ctx):
             return
         if ctx.loops and ctx.flow.is_forward(node, strict=True):
@@ -312,6 +337,16 @@ class EvalWithoutNoGrad(Rule):
     def leave_function(self, state: FunctionState, ctx: Context) -> None:
         if state.node is ctx.tree:  # the module's end: one finding per bug
             settle(ctx)
+            return
+        call = thrown_away(ctx)
+        if call is not None and id(state.node) not in found_in(ctx):
+            ctx.report(self, call, (
+                f"forward pass {describe(call.func)}() outside torch.no_grad(), in "
+                f"{state.name}() whose every forward pass has its output detached or "
+                f"copied to the host and which never differentiates: autograd records a "
+                f"graph and saves activations that nothing uses; run it under "
+                f"torch.no_grad() or torch.inference_mode()"))
+            note_finding(ctx)
 
     def leave_loop(self, loop: LoopState, ctx: Context) -> None:
         modes = ctx.scratch.get(_EVAL_MODE)
