@@ -7,8 +7,9 @@ and the process's resident memory (RSS) climbs while the bytes in use stay level
 variable keeps anything, no tensor leaks. :func:`heap_gap_findings` reports it as
 ``fragmentation`` on the CPU when all of these hold:
 
-* RSS grows steadily over the steps (:func:`~torchmem.analyze.growth.detect_growth` on
-  the RSS series: R^2 >= :data:`MIN_R2`, at least :data:`MIN_PER_STEP` per step);
+* RSS grows steadily over the steps (a Theil-Sen line through the RSS series after the
+  warm-up: R^2 >= :data:`MIN_R2`, at least :data:`MIN_PER_STEP` per step, a rise above
+  three times the noise, and the last half still rising: :func:`_rss_growth`);
 * the C heap in use (``mallinfo2``) does not: its verdict is not ``growing`` and its
   slope is below :data:`MAX_SHARE` of RSS's;
 * live tensor storage (every storage the gc scan sees) stays flat: it grows by less than
@@ -25,19 +26,19 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from torchmem.analyze.growth import detect_growth
+from torchmem.analyze.growth import fit_line, warmup_steps
 from torchmem.doctor.fixes import TITLES
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.source import best_statement, find_statements
 from torchmem.model.capture import Culprit, Finding, Growth
-from torchmem.units import KiB, format_bytes
+from torchmem.units import KiB, format_bytes, format_delta
 
 __all__ = ["heap_gap_findings", "MIN_PER_STEP", "MIN_R2", "MAX_SHARE", "MIN_SHAPES"]
 
 #: RSS growth per step below which nothing is reported
 MIN_PER_STEP = 64 * KiB
 #: the RSS fit must be at least this good
-MIN_R2 = 0.8
+MIN_R2 = 0.7
 #: heap in use and tensor storage may grow by at most this share of RSS's growth
 MAX_SHARE = 0.25
 #: distinct shapes a rebound variable must have held
@@ -76,14 +77,39 @@ def _culprit(stats: PathStats) -> Culprit:
                    function=stats.function, type=stats.type)
 
 
+def _rss_growth(points: Sequence[tuple[int, float]]) -> Growth | None:
+    """RSS's growth when it grows steadily, else None. RSS climbs in stairs (the heap
+    grows by whole new regions), so the test that it still rises compares the last half's
+    rise from end to end with the line's, instead of the last half's median slope: a
+    staircase has flat treads, and a cache that fills and levels off has no rise."""
+    window = list(points[warmup_steps(len(points)):])
+    if len(window) < 8:
+        return None
+    xs = [float(x) for x, _ in window]
+    ys = [y for _, y in window]
+    fit = fit_line(xs, ys)
+    span = xs[-1] - xs[0]
+    half = len(window) // 2
+    if fit.slope < MIN_PER_STEP or fit.r2 < MIN_R2 or fit.slope * span < 3 * fit.noise:
+        return None
+    if ys[-1] - ys[half] < 0.5 * fit.slope * (xs[-1] - xs[half]):
+        return None
+    first, last = window[0][0], window[-1][0]
+    return Growth(device="cpu", verdict="growing", bytes_per_step=round(fit.slope, 1),
+                  r2=round(fit.r2, 4), first_step=first, last_step=last,
+                  total_growth=int(round(fit.slope * span)),
+                  reason=f"grows by {format_delta(fit.slope)} per step over steps "
+                         f"{first}-{last} (R^2 {fit.r2:.2f})")
+
+
 def heap_gap_findings(steps: Sequence[Any], heap: Growth | None, snaps: Sequence[Snapshot],
                       explained: bool) -> list[Finding]:
     """A ``fragmentation`` finding for the CPU (see the module docstring), or nothing."""
     if explained or heap is None or heap.device != "cpu" or heap.verdict == "growing":
         return []
     points = [(r.step, float(r.rss)) for r in steps if r.rss is not None and "cpu" in r.used]
-    rss = detect_growth(points, "cpu", min_slope=MIN_PER_STEP, min_r2=MIN_R2)
-    if rss.verdict != "growing" or rss.r2 < MIN_R2:
+    rss = _rss_growth(points)
+    if rss is None:
         return []
     if heap.bytes_per_step >= MAX_SHARE * rss.bytes_per_step:
         return []

@@ -117,11 +117,12 @@ class PassEvidence:
         """The findings of the passes (empty when nothing grows within them).
         ``training``: the snapshots of the training steps, against which containers
         that grow during a pass are judged (:mod:`~torchmem.doctor.pass_containers`)."""
-        out = container_findings(self.passes, self.readings, self.grad, training or [],
-                                 self._opened_by())
+        # filled in every pass and let go after it: the more specific explanation first
+        out = sawtooth_findings(self.passes, self.readings, self.grad, self.ends,
+                                self._opened_by())
         named = {f.culprit.name for f in out if f.culprit is not None}
-        out += [f for f in sawtooth_findings(self.passes, self.readings, self.grad, self.ends,
-                                             self._opened_by())
+        out += [f for f in container_findings(self.passes, self.readings, self.grad,
+                                              training or [], self._opened_by())
                 if f.culprit is None or f.culprit.name not in named]
         return out + [f for f in self._graph_findings()
                       if f.culprit is None or f.culprit.name not in

@@ -14,6 +14,8 @@ reports such a path as ``growing_container`` when
   snapshots taken at the pass's forwards (the one taken at the pass's end is left out:
   the script may rebind the container there), and it keeps at least
   :data:`~torchmem.doctor.path_trend.MIN_BYTES_PER_STEP` more tensor storage per forward;
+* it is let go between those passes: each starts with fewer tensors than the one before
+  ended with (one that keeps growing across passes is not a sawtooth);
 * what it keeps per forward is at least :data:`MIN_HEAP_SHARE` of the heap's rise per
   forward (it is what makes the sawtooth), and the heap's rise over one pass is at least
   :data:`MIN_PEAK_SHARE` of the heap at the pass's first forward: it raises the peak by a
@@ -55,9 +57,9 @@ def _grows(present: list[PathStats]) -> bool:
                for a, b in zip(present, present[1:]))
 
 
-def _path_growth(path: str, snaps: list[Snapshot]) -> tuple[dict[str, float], PathStats, int] | None:
-    """(signal per forward, stats at its largest, snapshots) of ``path`` within one pass,
-    when it grows there (see the module docstring)."""
+def _path_growth(path: str, snaps: list[Snapshot]) -> tuple[dict[str, float], PathStats, PathStats] | None:
+    """(signal per forward, stats at its largest, stats at its first snapshot) of ``path``
+    within one pass, when it grows there (see the module docstring)."""
     at = [s.step for s in snaps if path in s.paths]
     present = [s.paths[path] for s in snaps if path in s.paths]
     if len(present) < MIN_SNAPSHOTS or not _grows(present):
@@ -65,7 +67,7 @@ def _path_growth(path: str, snaps: list[Snapshot]) -> tuple[dict[str, float], Pa
     sig = path_signal(present[0], present[-1], at[-1] - at[0])
     if sig["bytes"] < MIN_BYTES_PER_STEP or sig["tensors"] <= 0:
         return None
-    return sig, present[-1], len(present)
+    return sig, present[-1], present[0]
 
 
 def sawtooth_findings(passes: dict[int, list[Snapshot]], readings: dict[int, list[tuple[int, int]]],
@@ -93,6 +95,8 @@ def sawtooth_findings(passes: dict[int, list[Snapshot]], readings: dict[int, lis
             grew = [g for g in (_path_growth(path, forwards[n]) for n in numbers) if g is not None]
             if len(grew) < MIN_PASSES:
                 continue
+            if any(b[2].tensors >= a[1].tensors for a, b in zip(grew, grew[1:])):
+                continue  # not let go between passes: not a sawtooth
             sig = dict(grew[-1][0])
             sig["bytes"] = statistics.median(g[0]["bytes"] for g in grew)
             if sig["bytes"] < MIN_HEAP_SHARE * verdict.bytes_per_step:
@@ -122,8 +126,9 @@ def _finding(finding: Any, name: str, stats: PathStats, grew_in: int, judged: in
         f"{format_bytes(stats.retained_bytes)} ({stats.tensors} tensors) before the pass ends; "
         f"the C heap {verdict.reason}")
     evidence.append(
-        f"it is let go when the pass ends (emptied or rebound at the next epoch), so it is "
-        f"not kept forever; but every pass raises the peak by {format_bytes(verdict.total_growth)}"
+        f"it is let go between passes (each pass starts with fewer tensors in it than the one "
+        f"before ended with), so it is not kept forever; but every pass raises the peak by "
+        f"{format_bytes(verdict.total_growth)}"
         f", {peak_share:.0%} of the heap at the pass's first forward, and the rise grows with "
         "the number of evaluation batches")
     data = {k: v for k, v in finding.data.items() if k != "end_step"}
@@ -133,8 +138,8 @@ def _finding(finding: Any, name: str, stats: PathStats, grew_in: int, judged: in
                 step_unit="top-level module call in evaluation")
     c = finding.culprit
     where = f" (line {c.line}: `{c.code}`)" if c is not None and c.line else ""
-    fix = (f"`{name}` is freed when each evaluation pass ends, but it keeps everything the "
-           f"pass adds{where} until then: keep only what is used after the pass (a few "
+    fix = (f"`{name}` is let go between evaluation passes, but it keeps everything a pass "
+           f"adds{where} until then: keep only what is used after the pass (a few "
            "items, or summaries such as `.item()`/means), or write each item out and drop "
            "it as it comes")
     return replace(finding, title="container filled during every evaluation pass",
