@@ -97,7 +97,7 @@ def _rss_growth(points: Sequence[tuple[int, float]]) -> Growth | None:
     first, last = window[0][0], window[-1][0]
     return Growth(device="cpu", verdict="growing", bytes_per_step=round(fit.slope, 1),
                   r2=round(fit.r2, 4), first_step=first, last_step=last,
-                  total_growth=int(round(fit.slope * span)),
+                  total_growth=round(fit.slope * span),
                   reason=f"grows by {format_delta(fit.slope)} per step over steps "
                          f"{first}-{last} (R^2 {fit.r2:.2f})")
 
@@ -128,14 +128,14 @@ def heap_gap_findings(steps: Sequence[Any], heap: Growth | None, snaps: Sequence
     shown = ", ".join(shapes[:4]) + (", ..." if len(shapes) > 4 else "")
     evidence = (
         f"the process's resident memory (RSS) {rss.reason}",
-        f"the C heap in use does not grow with it ({heap.reason}): what RSS gains is "
-        "memory the allocator keeps after it was freed, not memory in use",
-        f"live tensor storage stays flat: {format_bytes(u0.tensor_bytes)} at step {s0}, "
-        f"{format_bytes(u1.tensor_bytes)} at step {s1}; no variable of the script accumulates",
-        f"the shapes change between steps: `{path}`, rebound every step (it keeps nothing "
-        f"from one step to the next), held tensors of {len(shapes)} different shapes at the "
-        f"analysed steps ({shown}); blocks freed at one size are not reused for the next, "
-        "differently sized request",
+        (f"the C heap in use does not grow with it ({heap.reason}): what RSS gains is "
+         "memory the allocator keeps after it was freed, not memory in use"),
+        (f"live tensor storage stays flat: {format_bytes(u0.tensor_bytes)} at step {s0}, "
+         f"{format_bytes(u1.tensor_bytes)} at step {s1}; no variable of the script accumulates"),
+        (f"the shapes change between steps: `{path}`, rebound every step (it keeps nothing "
+         f"from one step to the next), held tensors of {len(shapes)} different shapes at the "
+         f"analysed steps ({shown}); blocks freed at one size are not reused for the next, "
+         "differently sized request"),
     )
     fix = ("give the inputs a few fixed shapes (pad or bucket the varying dimension), or let "
            "glibc return freed blocks: run with `MALLOC_MMAP_THRESHOLD_=65536` (large blocks "
