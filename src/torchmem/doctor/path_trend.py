@@ -111,7 +111,10 @@ def _sawtooth(snaps: Sequence[Snapshot], path: str, seq: list[dict[str, float] |
     starts): everything it held at the previous snapshot is gone (``survived`` 0), and
     before that it grew again after each reset, keeping autograd graphs that a backward
     already went through (``freed_nodes``: kept past their step, not waiting for an
-    accumulated backward). Growth must show in at least two stretches between resets."""
+    accumulated backward). Growth must show in at least two stretches between resets, in
+    intervals over which it kept what it held (``survived`` above 0: a variable rebound
+    every step to a new value whose graph merely varies in size, such as one episode's
+    summed loss, is not an accumulator)."""
     last = snaps[-1].paths.get(path)
     if last is None or last.survived != 0 or not drops or drops[-1] != len(seq) - 1:
         return None
@@ -120,7 +123,7 @@ def _sawtooth(snaps: Sequence[Snapshot], path: str, seq: list[dict[str, float] |
         if i in drops:
             stretches += grew
             grew = False
-        elif sg is not None and _significant(sg) and _graphs(sg):
+        elif sg is not None and _significant(sg) and _graphs(sg) and _kept(snaps[i + 1], path):
             grew, latest = True, sg
     if stretches < 2 or latest is None:
         return None
@@ -129,6 +132,11 @@ def _sawtooth(snaps: Sequence[Snapshot], path: str, seq: list[dict[str, float] |
     if peak.freed_nodes == 0:
         return None
     return dict(latest, resets=float(len(drops)))
+
+
+def _kept(snap: Snapshot, path: str) -> bool:
+    stats = snap.paths.get(path)
+    return stats is not None and stats.survived is not None and stats.survived > 0
 
 
 def _released(stats: PathStats, sig: dict[str, float], one_step: Sequence[float] = ()) -> bool:
