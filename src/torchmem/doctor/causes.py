@@ -130,7 +130,8 @@ def _graphs_outweigh_views(cause: str, sig: dict[str, float], heap: Growth | Non
 
 
 def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_step: int,
-                    last_step: int, owner_type: str | None = None) -> list[str]:
+                    last_step: int, owner_type: str | None = None,
+                   peak: int | None = None) -> list[str]:
     lines = []
     what = f"`{stats.path}` ({stats.type})"
     if internal_owner(stats.path) is not None:
@@ -158,6 +159,11 @@ def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_s
     if sig.get("resets"):
         lines.append("it is emptied now and then (e.g. each epoch) but grows again after each "
                      "reset: the peak grows with the epoch length")
+    if peak is not None and peak != last_step:
+        lines.append(f"measured at analysed steps up to {last_step}: it was largest at step "
+                     f"{peak}, with {format_bytes(stats.retained_bytes)} of tensor storage "
+                     f"(tensors and saved activations) reachable")
+        return lines
     lines.append(f"measured at steps {first_step} and {last_step}: "
                  f"{format_bytes(stats.retained_bytes)} of tensor storage (tensors and saved "
                  f"activations) reachable at step {last_step}")
@@ -168,17 +174,25 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
     snaps = [s for s in ev.snapshots if s.paths]
     if len(snaps) < 2:
         return []
-    return path_findings(ev, growing_paths(snaps), snaps[-1].paths,
-                         [s.step for s in snaps], growth)
+    growing = growing_paths(snaps)
+    paths, peaks = dict(snaps[-1].paths), {}
+    for path, sig in growing.items():
+        if sig.get("resets"):  # emptied now and then: described where it was largest
+            step, paths[path] = max(((s.step, s.paths[path]) for s in snaps if path in s.paths),
+                                    key=lambda sp: (sp[1].graph_nodes, sp[1].retained_bytes))
+            peaks[path] = step
+    return path_findings(ev, growing, paths, [s.step for s in snaps], growth, peaks=peaks)
 
 
 def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                   paths: dict[str, PathStats], snapshot_steps: Sequence[int],
-                  growth: dict[str, Growth], *, eval_pass: bool = False) -> list[Finding]:
+                  growth: dict[str, Growth], *, eval_pass: bool = False,
+                  peaks: dict[str, int] | None = None) -> list[Finding]:
     """Findings for the paths that grow (``growing``: path -> growth signal per step),
     described by ``paths`` (their stats where they were largest). ``eval_pass``: the
     growth happened within evaluation passes where no backward ran, so a retained graph
-    there is an evaluation graph."""
+    there is an evaluation graph. ``peaks``: for paths emptied now and then, the step
+    whose stats ``paths`` holds (where they were largest) when it is not the last one."""
     findings = []
     first_step, last_step = snapshot_steps[-2], snapshot_steps[-1]
     culprits = culprit_paths(growing, paths)
@@ -258,7 +272,8 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                        f"(or `torch.inference_mode()`), or keep `{stmt.value}.detach()` at "
                        f"line {stmt.line}")
         end = max(ev.steps, last_step)
-        at_end = int(stats.retained_bytes + rate * (end - last_step))
+        # emptied now and then: what it held at its largest, not a line through resets
+        at_end = int(stats.retained_bytes + (0 if path in (peaks or {}) else rate * (end - last_step)))
         data = {"items": stats.items, "tensors": stats.tensors, "grad_tensors": stats.grad_tensors,
                 "graph_nodes": stats.graph_nodes, "saved_bytes": stats.saved_bytes,
                 "live_nodes": stats.live_nodes, "freed_nodes": stats.freed_nodes,
@@ -274,8 +289,8 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
-            evidence=extra_evidence + tuple(_evidence_lines(cause, stats, sig, first_step,
-                                                            last_step, owner_type)),
+            evidence=extra_evidence + tuple(_evidence_lines(
+                cause, stats, sig, first_step, last_step, owner_type, (peaks or {}).get(path))),
             data=data, fix=fix,
             confidence="high" if stmt is not None or culprit.line is not None else "medium",
             fix_kind="advice" if stats.kind == "grad" else path_fix.kind,

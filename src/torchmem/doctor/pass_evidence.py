@@ -33,6 +33,7 @@ from typing import Any, Callable
 from torchmem.doctor.causes import Evidence, path_findings, path_signal, significant_growth
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
 from torchmem.doctor.pass_containers import MIN_RISE, container_findings
+from torchmem.doctor.pass_sawtooth import sawtooth_findings
 
 __all__ = ["PassEvidence", "MAX_PASSES"]
 
@@ -73,6 +74,8 @@ class PassEvidence:
         #: per pass: ``(forward index, C heap)`` at each of its forwards, and its mode
         self.readings: dict[int, list[tuple[int, int]]] = {}
         self.grad: dict[int, bool] = {}
+        #: counters of the snapshots taken when a pass ended
+        self.ends: set[int] = set()
 
     def on_event(self, run: Any, name: str, info: dict[str, Any],
                  guard: Callable[..., None]) -> None:
@@ -100,6 +103,8 @@ class PassEvidence:
                 return
         elif name != "pass_end" or number not in self.passes:
             return
+        else:
+            self.ends.add(int(info["counter"]))
         guard("pass snapshot", int(info["counter"]), self._snapshot, run, number,
               int(info["counter"]), info.get("frame"))
 
@@ -112,8 +117,13 @@ class PassEvidence:
         """The findings of the passes (empty when nothing grows within them).
         ``training``: the snapshots of the training steps, against which containers
         that grow during a pass are judged (:mod:`~torchmem.doctor.pass_containers`)."""
-        out = container_findings(self.passes, self.readings, self.grad, training or [],
-                                 self._opened_by())
+        # filled in every pass and let go after it: the more specific explanation first
+        out = sawtooth_findings(self.passes, self.readings, self.grad, self.ends,
+                                self._opened_by())
+        named = {f.culprit.name for f in out if f.culprit is not None}
+        out += [f for f in container_findings(self.passes, self.readings, self.grad,
+                                              training or [], self._opened_by())
+                if f.culprit is None or f.culprit.name not in named]
         return out + [f for f in self._graph_findings()
                       if f.culprit is None or f.culprit.name not in
                       {g.culprit.name for g in out if g.culprit is not None}]

@@ -103,7 +103,42 @@ def _path_trend(snaps: Sequence[Snapshot], path: str) -> dict[str, float] | None
     if (prev is not None and _score(last) == 0 and not _dropped(last) and _significant(prev)
             and _graphs(prev) and drops and drops[-1] < len(seq) - 2):
         return dict(prev, resets=float(len(drops)))
-    return None
+    return _sawtooth(snaps, path, seq, drops)
+
+
+def _sawtooth(snaps: Sequence[Snapshot], path: str, seq: list[dict[str, float] | None],
+              drops: list[int]) -> dict[str, float] | None:
+    """The growth signal of a path that the last snapshot caught just after a reset (a
+    list that keeps every step's graph until the epoch ends, emptied when the next one
+    starts): everything it held at the previous snapshot is gone (``survived`` 0), and
+    before that it grew again after each reset, keeping autograd graphs that a backward
+    already went through (``freed_nodes``: kept past their step, not waiting for an
+    accumulated backward). Growth must show in at least two stretches between resets, in
+    intervals over which it kept what it held (``survived`` above 0: a variable rebound
+    every step to a new value whose graph merely varies in size, such as one episode's
+    summed loss, is not an accumulator)."""
+    last = snaps[-1].paths.get(path)
+    if last is None or last.survived != 0 or not drops or drops[-1] != len(seq) - 1:
+        return None
+    stretches, grew, latest = 0, False, None
+    for i, sg in enumerate(seq):
+        if i in drops:
+            stretches += grew
+            grew = False
+        elif sg is not None and _significant(sg) and _graphs(sg) and _kept(snaps[i + 1], path):
+            grew, latest = True, sg
+    if stretches < 2 or latest is None:
+        return None
+    peak = max((s.paths[path] for s in snaps if path in s.paths),
+               key=lambda p: (p.graph_nodes, p.retained_bytes))
+    if peak.freed_nodes == 0:
+        return None
+    return dict(latest, resets=float(len(drops)))
+
+
+def _kept(snap: Snapshot, path: str) -> bool:
+    stats = snap.paths.get(path)
+    return stats is not None and stats.survived is not None and stats.survived > 0
 
 
 def _released(stats: PathStats, sig: dict[str, float], one_step: Sequence[float] = ()) -> bool:
@@ -156,6 +191,11 @@ def _rebound_fresh(stats: PathStats, sig: dict[str, float]) -> bool:
         return False
     files = [f for f in (stats.owner_file, stats.file) if f]
     found = find_statements(stats.path, files)
+    if stats.depth == 0 and stats.kind == "local" and stats.function:
+        # a local is bound by its own function's statements; a same-named local of
+        # another function (`x = self.embed(x)` in `forward`) is another variable
+        own = [s for s in found if s.function == stats.function]
+        found = own or found
     return bool(found) and all(s.kind == "rebind" for s in found)
 
 

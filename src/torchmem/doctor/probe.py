@@ -371,6 +371,14 @@ class DoctorProbe(Probe):
             self._record_error("diagnosis", 0, err)
             self.findings = []
         try:
+            from torchmem.doctor.heap_gap import heap_gap_findings
+
+            cpu = next((g for g in self.growth if g.device == "cpu"), None)
+            self.findings += heap_gap_findings(run.steps, cpu, self.evidence.snapshots,
+                                               bool(self.findings))
+        except Exception as err:  # noqa: BLE001
+            self._record_error("allocator diagnosis", 0, err)
+        try:
             named = {f.culprit.name for f in self.findings if f.culprit is not None}
             self.findings += [f for f in self.passes.findings(self.evidence.snapshots)
                               if f.culprit is None or f.culprit.name not in named]
