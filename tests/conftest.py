@@ -28,4 +28,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     seed = getattr(config.option, "randomly_seed", None)
     if isinstance(seed, int) and config.pluginmanager.has_plugin("randomly"):
         terminalreporter.write_line(
-            f"test order: python -m pytest -q -p randomly --randomly-seed={seed}")
+            f"test order: python -m pytest -q -n 2 --dist loadfile -p randomly "
+            f"--randomly-seed={seed}")
