@@ -4,12 +4,6 @@ follows, through the real command line on real scripts."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -72,39 +66,20 @@ print(torch.cat(predictions).argmax(1).bincount().tolist())
 """
 
 
-def _doctor(tmp_path: Path, source: str) -> tuple[dict, subprocess.CompletedProcess]:
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(source), encoding="utf-8")
-    capture = tmp_path / "capture.json"
-    done = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify", "--json",
-                           str(capture), str(script)],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
-    return json.loads(capture.read_text()), done
-
-
-def _line(source: str, text: str) -> int:
-    lines = textwrap.dedent(source).splitlines()
-    return next(i for i, line in enumerate(lines, 1) if text in line)
-
-
-def test_hook_container_growing_after_the_last_step_is_found(tmp_path: Path):
-    data, done = _doctor(tmp_path, HOOKED)
-    plain = subprocess.run([sys.executable, str(tmp_path / "script.py")], capture_output=True,
-                           text=True, timeout=300, check=True)
-    assert done.stdout == plain.stdout  # the script's own output, untouched
+def test_hook_container_growing_after_the_last_step_is_found(doctor):
+    data, done = doctor.run(HOOKED, compare_stdout=True)
     phase = next(p for p in data["phases"] if p["kind"] == "eval-no-grad")
     assert phase["growth"]["verdict"] == "growing", phase
     found = [f for f in data["findings"] if f["cause"] == "growing_container"]
     assert found, done.stderr
     culprit = found[0]["culprit"]
     assert culprit["name"] == "model[2].inputs"
-    assert culprit["line"] == _line(HOOKED, "layer.inputs.append(")
+    assert culprit["line"] == doctor.line(HOOKED, "layer.inputs.append(")
     assert found[0]["data"]["phase"] == "eval-no-grad"
 
 
-def test_predictions_collected_in_the_evaluation_stay_quiet(tmp_path: Path):
-    data, done = _doctor(tmp_path, PREDICTIONS)
+def test_predictions_collected_in_the_evaluation_stay_quiet(doctor):
+    data, done = doctor.run(PREDICTIONS)
     assert data["findings"] == [], done.stderr
     phase = next(p for p in data["phases"] if p["kind"] == "eval-no-grad")
     assert phase["growth"]["verdict"] == "growing", phase  # measured, and not blamed

@@ -3,12 +3,6 @@ real command line (``python -m torchmem doctor`` in a subprocess) on real script
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -116,30 +110,14 @@ print("done")
 """
 
 
-def _doctor(tmp_path: Path, source: str) -> tuple[dict, subprocess.CompletedProcess]:
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(source), encoding="utf-8")
-    capture = tmp_path / "capture.json"
-    done = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--interval", "0",
-                           "--json", str(capture), str(script)],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
-    return json.loads(capture.read_text()), done
-
-
-def _line(source: str, text: str) -> int:
-    lines = textwrap.dedent(source).splitlines()
-    return next(i for i, line in enumerate(lines, 1) if text in line)
-
-
-def test_validation_summing_losses_without_no_grad_is_an_eval_graph(tmp_path: Path):
-    data, done = _doctor(tmp_path, EVAL_SUM)
+def test_validation_summing_losses_without_no_grad_is_an_eval_graph(doctor):
+    data, done = doctor.run(EVAL_SUM, "--interval", "0")
     assert done.stdout.count("\n") == 3  # the script's own output, untouched
     found = [f for f in data["findings"] if f["cause"] == "eval_graph"]
     assert found, done.stderr
     culprit = found[0]["culprit"]
     assert culprit["name"] == "val_loss"
-    assert culprit["line"] == _line(EVAL_SUM, "val_loss += loss")
+    assert culprit["line"] == doctor.line(EVAL_SUM, "val_loss += loss")
     kinds = {p["kind"]: p for p in data["phases"]}
     assert kinds["train"]["steps"] == 18 and kinds["train"]["passes"] == 4
     assert kinds["eval-grad"]["passes"] == 3 and kinds["eval-grad"]["steps"] == 24
@@ -147,34 +125,34 @@ def test_validation_summing_losses_without_no_grad_is_an_eval_graph(tmp_path: Pa
     assert "evaluation passes (grad enabled): 3 passes" in done.stderr
 
 
-def test_healthy_evaluation_stays_quiet(tmp_path: Path):
-    data, done = _doctor(tmp_path, EVAL_HEALTHY)
+def test_healthy_evaluation_stays_quiet(doctor):
+    data, done = doctor.run(EVAL_HEALTHY, "--interval", "0")
     assert data["findings"] == [], done.stderr
     kinds = {p["kind"] for p in data["phases"]}
     assert {"train", "eval-grad"} <= kinds
 
 
-def test_a_loop_without_optimizer_backward_or_model_has_steps(tmp_path: Path):
-    data, done = _doctor(tmp_path, LOOP_ONLY)
+def test_a_loop_without_optimizer_backward_or_model_has_steps(doctor):
+    data, done = doctor.run(LOOP_ONLY, "--interval", "0")
     assert done.stdout.splitlines()[-1] == "39"
     assert data["step_source"] == "loop"
     assert len(data["steps"]) >= 30
     (finding,) = data["findings"]
     assert finding["cause"] == "growing_container"
     assert finding["culprit"]["name"] == "kept"
-    assert finding["culprit"]["line"] == _line(LOOP_ONLY, "kept.append")
+    assert finding["culprit"]["line"] == doctor.line(LOOP_ONLY, "kept.append")
 
 
-def test_sawtooth_accumulator_reset_each_epoch_names_its_statement(tmp_path: Path):
-    data, done = _doctor(tmp_path, SAWTOOTH)
+def test_sawtooth_accumulator_reset_each_epoch_names_its_statement(doctor):
+    data, done = doctor.run(SAWTOOTH, "--interval", "0")
     (finding,) = data["findings"]
     assert finding["cause"] == "retained_graph", done.stderr
     assert finding["culprit"]["name"].startswith("running")
-    assert finding["culprit"]["line"] == _line(SAWTOOTH, "running += loss")
+    assert finding["culprit"]["line"] == doctor.line(SAWTOOTH, "running += loss")
 
 
-def test_reinforce_episode_loop_stays_quiet(tmp_path: Path):
-    data, done = _doctor(tmp_path, REINFORCE)
+def test_reinforce_episode_loop_stays_quiet(doctor):
+    data, done = doctor.run(REINFORCE, "--interval", "0")
     assert data["findings"] == [], done.stderr
     assert data["step_source"] == "optimizer"
 
@@ -194,10 +172,10 @@ print(collect(20))
 """
 
 
-def test_loop_steps_inside_a_function_keep_its_variables(tmp_path: Path):
+def test_loop_steps_inside_a_function_keep_its_variables(doctor):
     # the analysis at a loop step reads the frame's locals from inside a trace function;
     # on Python < 3.13 CPython writes that frame's f_locals back afterwards
-    data, done = _doctor(tmp_path, LOOP_IN_FUNCTION)
+    data, done = doctor.run(LOOP_IN_FUNCTION, "--interval", "0")
     assert done.stdout == "(190, 20)\n"
     assert data["step_source"] == "loop"
 
@@ -224,10 +202,10 @@ for step in range(30):
 """
 
 
-def test_a_loop_inside_the_forward_does_not_outrank_backward(tmp_path: Path):
+def test_a_loop_inside_the_forward_does_not_outrank_backward(doctor):
     # The loop in forward() runs tensor work before the first forward returns; once it was
     # taken as the unit, the forward hooks were removed and backward() could not take over
     # (two loop steps per iteration, every per-step figure halved).
-    capture, _ = _doctor(tmp_path, LOOP_IN_FORWARD)
+    capture, _ = doctor.run(LOOP_IN_FORWARD, "--interval", "0")
     assert capture["step_source"] == "backward"
     assert len(capture["steps"]) == 30

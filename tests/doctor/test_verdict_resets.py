@@ -4,12 +4,6 @@ the real command line on real scripts, each next to a healthy twin that stays qu
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -92,51 +86,32 @@ print(round(total, 3))
 FIXED_WIDTH = WIDTHS.replace("random.randint(200, 6000)", "3000")
 
 
-def _doctor(tmp_path: Path, source: str) -> tuple[dict, subprocess.CompletedProcess]:
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(source), encoding="utf-8")
-    capture = tmp_path / "capture.json"
-    done = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify", "--json",
-                           str(capture), str(script)],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
-    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           timeout=600, check=True)
-    assert done.stdout == plain.stdout  # the script's own output, untouched
-    return json.loads(capture.read_text()), done
-
-
-def _line(source: str, text: str) -> int:
-    lines = textwrap.dedent(source).splitlines()
-    return next(i for i, line in enumerate(lines, 1) if text in line)
-
-
-def test_list_emptied_each_epoch_is_found_after_a_reset(tmp_path: Path):
-    data, done = _doctor(tmp_path, EPOCH_LOSSES)
+def test_list_emptied_each_epoch_is_found_after_a_reset(doctor):
+    data, done = doctor.run(EPOCH_LOSSES, compare_stdout=True)
     found = [f for f in data["findings"] if f["cause"] == "retained_graph"]
     assert found, done.stderr
     culprit = found[0]["culprit"]
     assert culprit["name"] == "losses"
-    assert culprit["line"] == _line(EPOCH_LOSSES, "losses.append(loss)")
+    assert culprit["line"] == doctor.line(EPOCH_LOSSES, "losses.append(loss)")
     assert any("emptied now and then" in e for e in found[0]["evidence"])
     # described where it was largest (a whole epoch's worth), not just after the reset
     assert found[0]["data"]["items"] >= 30
 
 
-def test_detached_epoch_losses_stay_quiet(tmp_path: Path):
-    data, done = _doctor(tmp_path, EPOCH_FLOATS)
+def test_detached_epoch_losses_stay_quiet(doctor):
+    data, done = doctor.run(EPOCH_FLOATS, compare_stdout=True)
     assert data["findings"] == [], done.stderr
 
 
-def test_container_filled_in_every_evaluation_pass_is_found(tmp_path: Path):
-    data, done = _doctor(tmp_path, DISPLAY)
+def test_container_filled_in_every_evaluation_pass_is_found(doctor):
+    data, done = doctor.run(DISPLAY, compare_stdout=True)
     phase = next(p for p in data["phases"] if p["kind"] == "eval-no-grad")
     assert phase["growth"]["verdict"] == "growing", phase
     found = [f for f in data["findings"] if f["cause"] == "growing_container"]
     assert found, done.stderr
     f = found[0]
     assert f["culprit"]["name"] == "shown"
-    assert f["culprit"]["line"] == _line(DISPLAY, "shown.append(")
+    assert f["culprit"]["line"] == doctor.line(DISPLAY, "shown.append(")
     assert f["data"]["released_after_pass"] is True
     assert f["data"]["passes_growing"] == 3
     assert f["confidence"] == "high"  # three passes seen
@@ -144,13 +119,13 @@ def test_container_filled_in_every_evaluation_pass_is_found(tmp_path: Path):
     assert any("let go between passes" in e for e in f["evidence"])
 
 
-def test_small_summaries_collected_in_every_pass_stay_quiet(tmp_path: Path):
-    data, done = _doctor(tmp_path, DISPLAY_SMALL)
+def test_small_summaries_collected_in_every_pass_stay_quiet(doctor):
+    data, done = doctor.run(DISPLAY_SMALL, compare_stdout=True)
     assert data["findings"] == [], done.stderr
 
 
-def test_varying_shapes_are_fragmentation_not_a_growing_variable(tmp_path: Path):
-    data, done = _doctor(tmp_path, WIDTHS)
+def test_varying_shapes_are_fragmentation_not_a_growing_variable(doctor):
+    data, done = doctor.run(WIDTHS, compare_stdout=True)
     causes = [f["cause"] for f in data["findings"]]
     assert "growing_container" not in causes, done.stderr
     found = [f for f in data["findings"] if f["cause"] == "fragmentation"]
@@ -158,11 +133,11 @@ def test_varying_shapes_are_fragmentation_not_a_growing_variable(tmp_path: Path)
     f = found[0]
     assert f["device"] == "cpu"
     assert f["culprit"]["name"] == "signal"
-    assert f["culprit"]["line"] == _line(WIDTHS, "signal = torch.randn(")
+    assert f["culprit"]["line"] == doctor.line(WIDTHS, "signal = torch.randn(")
     assert f["data"]["shapes"] >= 3
     assert f["data"]["tensor_bytes_per_step"] < 0.25 * f["data"]["rss_bytes_per_step"]
 
 
-def test_fixed_shapes_stay_quiet(tmp_path: Path):
-    data, done = _doctor(tmp_path, FIXED_WIDTH)
+def test_fixed_shapes_stay_quiet(doctor):
+    data, done = doctor.run(FIXED_WIDTH, compare_stdout=True)
     assert data["findings"] == [], done.stderr
