@@ -5,7 +5,8 @@ graph the function throws away.
 A value is followed through the expressions that read it and the names it is bound to:
 ``.detach()``, ``.numpy()``, ``.tolist()``, ``.item()``, ``.data``, ``float()`` drop its
 graph; ``.shape``, ``len()``, comparisons read metadata; returning, yielding, storing,
-iterating it, handing it to a call of unknown effect or to ``backward()`` keeps it. A
+iterating it, handing it to a call of unknown effect or to ``backward()`` keeps it; the
+output of a module named like a model that it is given is followed in its place. A
 helper of the file it is handed to (``self.create_grid(self.gen(z), files)``, a static
 method included) is read one call deep: when its parameter is only dropped there (up to
 the statement that binds the name again), the argument's graph is dropped; so is the
@@ -18,6 +19,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.facts import key_of
+from torchmem.lint.knowledge import is_constructor_name, is_model_name, last_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
@@ -86,6 +88,13 @@ class _Walk:
         self.body = body
         self.helpers = helpers
 
+    def start(self, node: ast.AST) -> int:
+        """:meth:`fate` of ``node``, with no name followed yet (a name bound again to
+        another value, ``output = netD(fake)`` after ``output = netD(real)``, is read
+        again)."""
+        self.seen = set()
+        return self.fate(node)
+
     def fate(self, node: ast.AST) -> int:
         """What the function does with the value of ``node``: drops its graph
         (``DROPPED``), reads only its metadata (``NEUTRAL``), or keeps or hands it on
@@ -130,7 +139,8 @@ class _Walk:
                     return DROPPED
                 if func is not cur and self._drops(parent, cur):  # type: ignore[arg-type]
                     return DROPPED  # map(lambda x: x.detach(), v), a helper that detaches
-                if not (self.ctx.qualname(func) or "").startswith("torch."):
+                if not (self.ctx.qualname(func) or "").startswith("torch.") and not (
+                        func is not cur and _module_call(func)):
                     opaque = True  # embedding_func(x).detach() is dropped; y = f(x) unknown
                 cur = parent
                 continue
@@ -195,6 +205,17 @@ class _Walk:
         if key not in memo:
             memo[key] = _param_fate(fn, param, self.ctx, False) == DROPPED
         return memo[key]
+
+
+def _module_call(func: ast.expr) -> bool:
+    """Whether ``func(x)`` runs a module named like a model (``self.rssm.recurrent_model``,
+    ``decoder``): its output carries the graph of its input, followed like a tensor
+    operation's."""
+    key = key_of(func)
+    if key is None:
+        return False
+    name = last_name(key)
+    return not is_constructor_name(name) and is_model_name(name)
 
 
 def _helper(func: ast.expr, ctx: Context
