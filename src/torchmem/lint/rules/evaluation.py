@@ -88,7 +88,12 @@ class EvalWithoutNoGrad(Rule):
         ``step()``, ``autograd.grad``, input gradients, or a function of the file that
         runs ``backward()``), that is not a module's ``forward`` and that no call in the
         file runs under ``no_grad``: its first forward pass is flagged (``slide()``,
-        ``encode_sentences()``, a server's ``run()``). A forward pass of a sub-module named
+        ``encode_sentences()``, a server's ``run()``). One such forward pass is flagged
+        also in a function that differentiates other values or keeps other outputs
+        (``self.create_grid(self.gen(fixed_z), files)`` in a GAN's training loop, a
+        target network's ``.detach()``-ed output in a DQN update); a helper of the file
+        that only detaches its argument drops its graph, and ``self.gen`` switched to both
+        ``.train()`` and ``.eval()`` in the file is a module with weights. A forward pass of a sub-module named
         like a model (``self.asr.model.encoder(x)``) of a module that ``__init__`` put in
         eval mode counts like one of the module itself; and after ``model.eval()``, a call
         ``self.evaluate(...)`` of a stub of the file (``pass``, ``...``,
