@@ -315,3 +315,31 @@ def test_method_of_an_imported_class_returning_the_loss(tmp_path):
     (tmp_path / "engine.py").write_text(ENGINE)
     (tmp_path / "run.py").write_text(RUN)
     assert found([tmp_path / "run.py"]) == [("run.py", 8, "TMM101")]
+
+
+SCALED_STEP = '''\
+from utils.meters import AverageMeter
+
+
+class Runner:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.losses = AverageMeter()
+
+    def train_step(self, x):
+        loss = self.model(x).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.losses.update(loss * 1000)
+'''
+
+
+def test_a_scaled_loss_is_parenthesised_in_the_suggested_fix(tmp_path):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "meters.py").write_text(METERS)
+    (tmp_path / "run.py").write_text(SCALED_STEP)
+    result = lint_paths([str(tmp_path / "run.py")], config=LintConfig(), jobs=1)
+    assert [(v.line, v.code) for v in result.violations] == [(14, "TMM101")]
+    assert "pass (loss * 1000).detach() (or (loss * 1000).item()" in \
+        result.violations[0].message

@@ -1,54 +1,60 @@
-"""Inference code found by what it does with its outputs: forward passes whose graph the
-function itself throws away (no torch).
+"""Forward passes whose graph the function itself throws away (no torch).
 
 ``tfX = self(tX); fX.append(tfX.detach().cpu().numpy())`` in ``slide()``,
 ``out = model(image, mask); res = out[0].permute(1, 2, 0).detach().cpu().numpy()`` in a
 server's ``run()``: each forward pass records a graph and saves activations, and the only
 things the function does with the output drop the graph (``.detach()``, ``.numpy()``,
-``.tolist()``, ``.item()``, ``.data``, ``float()``). When every forward pass of a function
-that runs outside ``no_grad`` is like that, and the function neither differentiates nor
-hands a graph to anyone (nothing is returned, stored or given to an unknown call that is not
-itself detached), the graph is never used: the function is inference code.
+``.tolist()``, ``.item()``, ``.data``, ``float()``, or a helper of the file that does so:
+:mod:`torchmem.lint.rules._fates`). Such a forward pass is reported whatever else the
+function does: when every forward pass of a function that never differentiates is like
+that, the function is inference code; in a function that differentiates other values
+(``self.create_grid(self.gen(fixed_z), files)`` in a GAN's training loop,
+``target_net(next_obs).max(1)[0].detach()`` in a DQN update) or keeps other outputs, that
+one forward pass records a graph nobody can use.
 
 Healthy code with the same shape is left alone: a forward pass whose output (or a value
-computed from it) is returned, yielded, stored on an object, appended or given to a helper
-whose result is kept (its caller may differentiate it); a function that calls
-``backward()``/``step()``/``torch.autograd.grad`` (or a function of the file that does), or
+computed from it) is returned, yielded, stored on an object, appended, differentiated or
+given to a helper whose result is kept (its caller may differentiate it); a function that
 asks for input gradients (``requires_grad_()``, ``.grad``, ``retain_grad()``: saliency,
 attacks, attributions); a module's own ``forward``; code run under ``no_grad`` by a
 decorator or by its callers.
 """
-
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
 from torchmem.lint.callers import mentions_no_grad
-from torchmem.lint.knowledge import (NO_GRAD_CONTEXTS, is_constructor_name, is_model_name,
-                                     is_no_grad_decorator)
+from torchmem.lint.facts import key_of
+from torchmem.lint.knowledge import (
+    NO_GRAD_CONTEXTS,
+    is_constructor_name,
+    is_model_name,
+    is_no_grad_decorator,
+)
 from torchmem.lint.rules._base_hooks import base_hook
+from torchmem.lint.rules._common import describe
+from torchmem.lint.rules._fates import DROPPED, walker
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
 
-__all__ = ["note_forward", "thrown_away"]
+__all__ = ["message", "note_forward", "thrown_away"]
 
 #: scratch key: function id -> the forward passes run outside no_grad
 _FORWARDS = "TMM103.forwards"
 #: scratch key: the functions of the file called at least once under no_grad
 _QUIET = "TMM103.no_grad_callees"
-#: methods and attributes whose result has no autograd history
-_DROP_METHODS = frozenset({"detach", "numpy", "tolist", "item", "argmax", "argmin"})
-_DROP_FUNCS = frozenset({"float", "int", "bool"})
-#: attributes and calls that read a tensor's metadata: neither keep nor need its graph
-_META = frozenset({"shape", "device", "dtype", "ndim", "size", "dim", "numel", "is_cuda",
-                   "requires_grad"})
-_META_FUNCS = frozenset({"len", "isinstance", "type", "print", "id"})
+#: scratch key: the names the file handles as modules with weights
+_MODULES = "TMM103.file_modules"
+_MODE_SWITCH = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.(train|eval)\(\s*\)")
+_LOADED = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.load_state_dict\(")
 #: what a function that needs input gradients mentions
 _GRAD_ATTRS = frozenset({"requires_grad_", "retain_grad", "grad", "register_hook"})
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-_KEPT, _NEUTRAL, _DROPPED = -1, 0, 1
+#: what :func:`thrown_away` found: every forward pass of a function that does not
+#: differentiate thrown away, one of them, or one in a function that differentiates
+_EVERY, _SOME, _TRAINS = 0, 1, 2
 
 
 def note_forward(call: ast.Call, ctx: Context) -> None:
@@ -56,42 +62,59 @@ def note_forward(call: ast.Call, ctx: Context) -> None:
     weights (``model(x)``, ``self.encoder(x)``, ``self(x)`` in a module), for
     :func:`thrown_away`. ``Model(envs)`` of a parameter named like a class builds an object;
     ``self.drop(ones)`` of a module not named like a model records no graph worth a
-    finding."""
-    if _weighted(call, ctx) and ctx.flow.is_forward(call, strict=True):
+    finding. ``self.gen(z)`` counts when the file handles ``self.gen`` as a module with
+    weights (:func:`_file_modules`)."""
+    func = call.func
+    if type(func) is ast.Attribute and func.attr == "forward":
+        func = func.value
+    if _weighted(call, ctx) and ctx.flow.is_forward(call, strict=True) or \
+            type(func) is not ast.Name and key_of(func) in _file_modules(ctx):
         ctx.scratch.setdefault(_FORWARDS, {}).setdefault(id(ctx.fn.node), []).append(call)
 
 
-def thrown_away(ctx: Context) -> ast.Call | None:
-    """The first forward pass of the current function when every forward pass it runs
-    outside ``no_grad`` has its graph thrown away by the function itself, and the function
-    needs no gradient; ``None`` otherwise."""
+def thrown_away(ctx: Context) -> tuple[ast.Call, int] | None:
+    """The first forward pass of the current function, run outside ``no_grad``, whose
+    graph the function throws away itself (or a helper of the file it hands the output
+    to), and what the function does besides (see ``_EVERY``); ``None`` when there is
+    none."""
     calls = ctx.scratch.get(_FORWARDS, {}).pop(id(ctx.fn.node), None)
     fn = ctx.fn
     node = fn.node
     if not calls or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
-            node.name in ("forward", "__call__") or node.name.startswith("test_") or \
-            fn.facts.has_backward or fn.facts.has_step or fn.facts.grad_calls:
+            node.name in ("forward", "__call__") or node.name.startswith("test_"):
         return None  # a pytest test: one small forward pass, never worth a no_grad
-    body = _own_nodes(node)
-    parents: dict[int, ast.AST] = {}
-    names: dict[str, list[ast.Name]] = {}
-    nested: set[str] = set()  # names a nested function or lambda reads: kept by it
-    for parent in body:
-        if isinstance(parent, _SCOPES):
-            nested.update(n.id for n in ast.walk(parent) if type(n) is ast.Name)
-            continue
-        for child in ast.iter_child_nodes(parent):
-            parents[id(child)] = parent
-        if type(parent) is ast.Name and type(parent.ctx) is ast.Load:
-            names.setdefault(parent.id, []).append(parent)
-    walk = _Walk(parents, names, frozenset(nested), ctx)
-    for call in calls:
-        if walk.fate(call) != _DROPPED:
-            return None
-    if _wants_grad(body) or _calls_backward(body, ctx) or base_hook(ctx) or \
+    walk = walker(node, ctx)
+    body = walk.body
+    if _wants_grad(body) or base_hook(ctx) or \
             ("self" if fn.class_name else None, node.name) in _no_grad_callees(ctx):
         return None
-    return min(calls, key=lambda c: (c.lineno, c.col_offset))
+    facts = fn.facts
+    trains = bool(facts.has_backward or facts.has_step or facts.grad_calls) or \
+        _calls_backward(body, ctx)
+    fates = [(walk.start(call), call) for call in calls]
+    dropped = [call for fate, call in fates if fate == DROPPED]
+    if dropped:  # one bug, one finding: a state TMM102 reports as carried is left to it
+        carried = {v.line for v in ctx.violations if v.code == "TMM102"}
+        dropped = [call for call in dropped if not any(
+            call.lineno <= line <= (call.end_lineno or call.lineno) for line in carried)]
+    if not dropped:
+        return None
+    first = min(dropped, key=lambda c: (c.lineno, c.col_offset))
+    if trains:
+        return first, _TRAINS
+    return first, _EVERY if len(dropped) == len(fates) else _SOME
+
+
+def message(call: ast.Call, name: str, kind: int) -> str:
+    """The finding's text for :func:`thrown_away`'s answer."""
+    where = (f"in {name}() whose every forward pass has its output detached or copied to "
+             f"the host and which never differentiates" if kind == _EVERY else
+             f"in {name}(){', which differentiates other values,' if kind == _TRAINS else ','}"
+             f" its output is only detached or copied to the host (here or by a helper it "
+             f"is handed to)")
+    return (f"forward pass {describe(call.func)}() outside torch.no_grad(), {where}: "
+            f"autograd records a graph and saves activations that nothing uses; run it "
+            f"under torch.no_grad() or torch.inference_mode()")
 
 
 def _weighted(call: ast.Call, ctx: Context) -> bool:
@@ -109,6 +132,26 @@ def _weighted(call: ast.Call, ctx: Context) -> bool:
     name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute \
         else None
     return name is not None and is_model_name(name)
+
+
+def _file_modules(ctx: Context) -> frozenset[str]:
+    """The names and attributes (``"self.gen"``) that the file handles as modules with
+    weights, whatever their name: it loads a state dict into them, or switches them both to
+    training and to eval mode (``.train()`` and ``.eval()``). (Asking for their
+    ``.parameters()`` is not enough: frameworks' module containers hand out the
+    parameters of detectors and heads that their evaluation hooks run under
+    ``no_grad``.) Read from the source text, once per file."""
+    memo = ctx.scratch.get(_MODULES)
+    if memo is not None:
+        return memo
+    source = ctx.source or ""
+    found = set(_LOADED.findall(source))
+    modes: dict[str, set[str]] = {}
+    for key, mode in _MODE_SWITCH.findall(source):
+        modes.setdefault(key, set()).add(mode)
+    found.update(k for k, m in modes.items() if len(m) == 2)
+    memo = ctx.scratch[_MODULES] = frozenset(found)
+    return memo
 
 
 def _no_grad_callees(ctx: Context) -> set[tuple[str | None, str]]:
@@ -146,18 +189,6 @@ def _no_grad_callees(ctx: Context) -> set[tuple[str | None, str]]:
     return memo
 
 
-def _own_nodes(fn: ast.AST) -> list[ast.AST]:
-    """The nodes of ``fn``'s body (its decorators, nested functions and classes aside)."""
-    out: list[ast.AST] = []
-    todo: list[ast.AST] = list(fn.body)  # type: ignore[attr-defined]
-    while todo:
-        node = todo.pop()
-        out.append(node)
-        if not isinstance(node, _SCOPES):
-            todo.extend(ast.iter_child_nodes(node))
-    return out
-
-
 def _wants_grad(body: list[ast.AST]) -> bool:
     """Whether the function asks for gradients of its inputs (or hooks them)."""
     for node in body:
@@ -179,88 +210,3 @@ def _calls_backward(body: list[ast.AST], ctx: Context) -> bool:
             if callee is not None and summaries._runs_backward(callee.node):
                 return True
     return False
-
-
-class _Walk:
-    """Follows a value through the function: the statements that read it, and the names
-    it is bound to."""
-
-    __slots__ = ("parents", "names", "nested", "ctx", "seen")
-
-    def __init__(self, parents: dict[int, ast.AST], names: dict[str, list[ast.Name]],
-                 nested: frozenset[str], ctx: Context) -> None:
-        self.parents = parents
-        self.names = names
-        self.nested = nested
-        self.ctx = ctx
-        self.seen: set[str] = set()
-
-    def fate(self, node: ast.AST) -> int:
-        """What the function does with the value of ``node``: drops its graph
-        (``_DROPPED``), reads only its metadata (``_NEUTRAL``), or keeps or hands it on
-        (``_KEPT``)."""
-        parents = self.parents
-        cur = node
-        opaque = False  # passed through a call of unknown effect: must be dropped right here
-        while True:
-            parent = parents.get(id(cur))
-            t = type(parent)
-            if t is ast.Attribute:
-                above = parents.get(id(parent))
-                called = type(above) is ast.Call and above.func is parent  # type: ignore[union-attr]
-                attr = parent.attr  # type: ignore[union-attr]
-                if attr in _DROP_METHODS and called or attr == "data":
-                    return _DROPPED
-                if attr in _META:
-                    return _NEUTRAL
-                cur = above if called else parent  # out.permute(...), outputs.logits
-                continue
-            if t is ast.Subscript:
-                if parent.value is not cur:  # type: ignore[union-attr]
-                    return _NEUTRAL  # used as an index
-                cur = parent
-                continue
-            if t in (ast.BinOp, ast.UnaryOp, ast.Starred, ast.keyword, ast.Tuple, ast.List):
-                cur = parent
-                continue
-            if t is ast.Compare:
-                return _NEUTRAL
-            if t is ast.Call:
-                func = parent.func  # type: ignore[union-attr]
-                name = func.id if type(func) is ast.Name else None
-                if name in _META_FUNCS:
-                    return _NEUTRAL
-                if name in _DROP_FUNCS:
-                    return _DROPPED
-                if not (self.ctx.qualname(func) or "").startswith("torch."):
-                    opaque = True  # embedding_func(x).detach() is dropped; y = f(x) unknown
-                cur = parent
-                continue
-            if t is ast.Expr or t is ast.If or t is ast.While:
-                return _KEPT if opaque else _NEUTRAL
-            if t is ast.Assign and parent.value is cur and not opaque:  # type: ignore[union-attr]
-                return self.bound(parent.targets)  # type: ignore[union-attr]
-            return _KEPT  # returned, yielded, stored, iterated, augmented...
-
-    def bound(self, targets: list[ast.expr]) -> int:
-        """The fate of a value bound to ``targets``: that of every read of those names."""
-        names: list[str] = []
-        for target in targets:
-            elts = target.elts if type(target) in (ast.Tuple, ast.List) else [target]  # type: ignore[attr-defined]
-            for elt in elts:
-                if type(elt) is ast.Starred:
-                    elt = elt.value
-                if type(elt) is not ast.Name or elt.id in self.nested:
-                    return _KEPT  # self.out = ..., cache[k] = ..., read by a closure
-                names.append(elt.id)
-        out = _NEUTRAL
-        for name in names:
-            if name in self.seen:
-                continue
-            self.seen.add(name)
-            for use in self.names.get(name, ()):
-                fate = self.fate(use)
-                if fate == _KEPT:
-                    return _KEPT
-                out = max(out, fate)
-        return out

@@ -17,7 +17,7 @@ from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
-from torchmem.lint.rules._discarded import note_forward, thrown_away
+from torchmem.lint.rules._discarded import message, note_forward, thrown_away
 from torchmem.lint.rules._eval_attrs import eval_only_attr
 from torchmem.lint.rules._eval_once import found_in, note_call_site, note_finding, settle
 from torchmem.lint.rules._eval_shapes import (abstract_eval_method, branch_end, by_callers_only,
@@ -88,7 +88,12 @@ class EvalWithoutNoGrad(Rule):
         ``step()``, ``autograd.grad``, input gradients, or a function of the file that
         runs ``backward()``), that is not a module's ``forward`` and that no call in the
         file runs under ``no_grad``: its first forward pass is flagged (``slide()``,
-        ``encode_sentences()``, a server's ``run()``). A forward pass of a sub-module named
+        ``encode_sentences()``, a server's ``run()``). One such forward pass is flagged
+        also in a function that differentiates other values or keeps other outputs
+        (``self.create_grid(self.gen(fixed_z), files)`` in a GAN's training loop, a
+        target network's ``.detach()``-ed output in a DQN update); a helper of the file
+        that only detaches its argument drops its graph, and ``self.gen`` switched to both
+        ``.train()`` and ``.eval()`` in the file is a module with weights. A forward pass of a sub-module named
         like a model (``self.asr.model.encoder(x)``) of a module that ``__init__`` put in
         eval mode counts like one of the module itself; and after ``model.eval()``, a call
         ``self.evaluate(...)`` of a stub of the file (``pass``, ``...``,
@@ -212,9 +217,7 @@ class EvalWithoutNoGrad(Rule):
             return
         if ctx.no_grad:
             return
-        facts = ctx.fn.facts  # a function that differentiates is no inference code
-        if not (facts.has_backward or facts.has_step or facts.grad_calls or
-                ctx.fn.node is ctx.tree):
+        if ctx.fn.node is not ctx.tree:
             note_forward(node, ctx)
         if not ctx.loops and self._straight_forward(node, ctx) or self._eval_only(node, ctx):
             return
@@ -338,14 +341,9 @@ class EvalWithoutNoGrad(Rule):
         if state.node is ctx.tree:  # the module's end: one finding per bug
             settle(ctx)
             return
-        call = thrown_away(ctx)
-        if call is not None and id(state.node) not in found_in(ctx):
-            ctx.report(self, call, (
-                f"forward pass {describe(call.func)}() outside torch.no_grad(), in "
-                f"{state.name}() whose every forward pass has its output detached or "
-                f"copied to the host and which never differentiates: autograd records a "
-                f"graph and saves activations that nothing uses; run it under "
-                f"torch.no_grad() or torch.inference_mode()"))
+        found = thrown_away(ctx)
+        if found is not None and id(state.node) not in found_in(ctx):
+            ctx.report(self, found[0], message(found[0], state.name, found[1]))
             note_finding(ctx)
 
     def leave_loop(self, loop: LoopState, ctx: Context) -> None:

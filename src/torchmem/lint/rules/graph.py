@@ -322,6 +322,7 @@ class GraphAccumulation(Rule):
             return
         arg = found.arg
         v = describe(arg)
+        w = v if type(arg) in _SIMPLE else f"({v})"  # (loss * 1000).detach()
         at = f"{found.summary.where}:{found.line}" if found.summary.where else \
             f"line {found.line}"
         where = "training loop" if training else "loop"
@@ -330,7 +331,7 @@ class GraphAccumulation(Rule):
         msg = (f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
                f"which keeps it in '{found.container}' ({at}), on an object that "
                f"outlives {span}: every iteration's graph stays alive; "
-               f"pass {v}.detach() (or {v}.item() for a scalar)"
+               f"pass {w}.detach() (or {w}.item() for a scalar)"
                if is_plain_tensor(arg, ctx) else
                f"'{v}' carries an autograd graph and is passed to {found.summary.name}(), "
                f"which keeps it in '{found.container}' ({at}), on an object that "

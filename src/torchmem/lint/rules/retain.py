@@ -1,4 +1,5 @@
-"""TMM104: ``retain_graph=True`` / ``create_graph=True`` in a loop with no second backward.
+"""TMM104: ``retain_graph=True`` / ``create_graph=True`` in a loop with no second backward,
+and ``retain_graph=True`` on the only backward of a training-step function that keeps the loss.
 
 Part of the TMM1xx family (autograd graphs kept alive, :mod:`torchmem.lint.rules.graph`).
 """
@@ -25,8 +26,10 @@ class RetainGraphInLoop(Rule):
         Flags ``loss.backward(retain_graph=True)``, ``backward(create_graph=True)`` and
         ``torch.autograd.grad(..., retain_graph=True)`` inside a loop whose body runs no
         other ``backward()``/``grad()`` that could use the retained graph, when the loss is
-        computed anew in the loop; and ``retain_graph=True`` on the last of several
-        backward calls of an iteration.
+        computed anew in the loop; ``retain_graph=True`` on the last of several
+        backward calls of an iteration; and, outside any loop, ``retain_graph=True`` on
+        the only backward of a function that steps an optimizer and keeps the loss
+        (returns it, stores it or appends it): a training step called once per step.
 
     Why:
         ``retain_graph=True`` keeps every activation saved for backward alive after the
@@ -39,7 +42,9 @@ class RetainGraphInLoop(Rule):
 
     Known problems:
         A second backward through the same graph that happens in another function (or a
-        later iteration on purpose) is not seen.
+        later iteration on purpose) is not seen: a step function whose caller runs a second
+        backward through the graph (a discriminator step whose caller then backpropagates
+        the generator through the same samples) is reported.
 
     Example:
         ```python
@@ -63,7 +68,10 @@ class RetainGraphInLoop(Rule):
     summary = "retain_graph=True / create_graph=True in a loop without a second backward"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        if not ctx.loops or not node.keywords:
+        if not node.keywords:
+            return
+        if not ctx.loops:
+            self._step_function(node, ctx)
             return
         func = node.func
         if type(func) is not ast.Attribute:
@@ -104,3 +112,27 @@ class RetainGraphInLoop(Rule):
         ctx.report(self, flag, (
             f"{flag.arg}=True in {what}: each iteration's saved activations stay alive "
             f"until the loss is replaced; drop {flag.arg}=True"))
+
+    def _step_function(self, node: ast.Call, ctx: Context) -> None:
+        """``loss.backward(retain_graph=True)`` as the only backward of a function that
+        steps an optimizer and keeps the loss (returns it, stores it, appends it): the
+        function is one training step, called once per step by code out of sight; the
+        optimizer step changes the parameters the graph saved, so no later backward can
+        go through them, and the kept loss holds every saved activation until the caller
+        drops it."""
+        func = node.func
+        fn = ctx.fn
+        if fn.node is ctx.tree or ctx.no_grad or type(func) is not ast.Attribute or \
+                func.attr != "backward" or type(func.value) is not ast.Name:
+            return
+        flag = next((kw for kw in node.keywords if kw.arg == "retain_graph" and isinstance(
+            kw.value, ast.Constant) and kw.value.value is True), None)
+        facts = fn.facts
+        if flag is None or not facts.has_step or facts.grad_calls or \
+                facts.backward_calls != [node] or func.value.id not in facts.escapes:
+            return
+        ctx.report(self, flag, (
+            f"retain_graph=True on the only backward() of {fn.name}(), which steps the "
+            f"optimizer and keeps '{func.value.id}': no second backward follows, and the "
+            f"kept loss holds the step's saved activations until the caller drops it; "
+            f"drop retain_graph=True"))
