@@ -20,6 +20,7 @@ from torchmem.lint.dataflow import ACT, GRAPH, LOADER, TYPE, VALUE, Flow, meet
 from torchmem.lint.facts import key_of
 from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
+from torchmem.lint import flags
 from torchmem.lint.containers import element_class
 from torchmem.lint.joins import join_branches, join_loop
 from torchmem.lint.knowledge import (
@@ -158,7 +159,7 @@ class Walker:
             self._loop(node, None)
         elif cls is ast.If:
             self.expr(node.test)  # type: ignore[attr-defined]
-            self._branches([node.body, node.orelse])  # type: ignore[attr-defined]
+            self._branches(flags.branches(node, ctx))  # type: ignore[arg-type]
         elif cls is ast.With or cls is ast.AsyncWith:
             self._with(node)
         elif cls is ast.Try or cls.__name__ == "TryStar":
@@ -384,7 +385,9 @@ class Walker:
             state, [], int(no_grad), 0, 0)
         for h in self.hooks["enter_function"]:
             h(state, ctx)
+        flags.enter(node, arg_kinds, ctx)  # a summary specialised on flag arguments
         self.stmts(body)
+        flags.leave(node, ctx)
         for h in self.hooks["leave_function"]:
             h(state, ctx)
         ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = saved
