@@ -101,7 +101,8 @@ def element_class(value: ast.expr, classes: Collection[str], imports: Mapping[st
 def subscript_class(node: ast.AST, instances: Mapping[str, str]) -> str | None:
     """The class ``name[key]`` (``node``) holds an instance of, when ``name`` is a container
     recorded by :func:`element_class` in the flow's ``instances``."""
-    if type(node) is not ast.Subscript or type(node.value) is not ast.Name:  # type: ignore[attr-defined]
+    if type(node) is not ast.Subscript or \
+            type(node.value) is not ast.Name:  # type: ignore[attr-defined]
         return None
     found = instances.get(node.value.id, "")  # type: ignore[attr-defined]
     return found[len(ELEMENTS):] if found.startswith(ELEMENTS) else None

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["call_flags", "enter", "leave", "branches"]
+__all__ = ["branches", "call_flags", "enter", "leave"]
 
 _SCRATCH_TESTED = "flags.tested"
 _SCRATCH_ACTIVE = "flags.active"
@@ -90,8 +90,8 @@ def call_flags(node: ast.FunctionDef | ast.AsyncFunctionDef, bound: bool, call: 
     defaults = args.defaults
     for a, d in zip(positional[len(positional) - len(defaults):], defaults):
         values[a.arg] = d
-    for a, d in zip(args.kwonlyargs, args.kw_defaults):
-        values[a.arg] = d
+    for a, kd in zip(args.kwonlyargs, args.kw_defaults):
+        values[a.arg] = kd
     if any(type(a) is ast.Starred for a in call.args) or any(
             kw.arg is None for kw in call.keywords):
         return {}  # *args or **kwargs: the values are not known

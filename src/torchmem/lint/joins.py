@@ -73,12 +73,12 @@ def _index(ctx: Context) -> dict[str, list[tuple[int, int]]]:
     while todo:
         sub = todo.pop()
         t = type(sub)
-        if t is ast.Assign and len(sub.targets) == 1 and \
-                type(sub.targets[0]) is ast.Name and _constant(sub.value):  # type: ignore[attr-defined]
-            how[id(sub.targets[0])] = _CONST  # type: ignore[attr-defined]
-        elif t is ast.AugAssign and type(sub.target) is ast.Name and \
-                isinstance(sub.op, _FOLD_OPS):  # type: ignore[attr-defined]
-            how[id(sub.target)] = _FOLD  # type: ignore[attr-defined]
+        if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and \
+                type(sub.targets[0]) is ast.Name and _constant(sub.value):
+            how[id(sub.targets[0])] = _CONST
+        elif isinstance(sub, ast.AugAssign) and type(sub.target) is ast.Name and \
+                isinstance(sub.op, _FOLD_OPS):
+            how[id(sub.target)] = _FOLD
         elif t is ast.Name and type(sub.ctx) is ast.Store:  # type: ignore[attr-defined]
             found.setdefault(sub.id, []).append(  # type: ignore[attr-defined]
                 (sub.lineno, how.get(id(sub), _PLAIN)))  # type: ignore[attr-defined]

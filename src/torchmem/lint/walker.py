@@ -12,16 +12,16 @@ import ast
 from typing import Callable, Iterable
 
 from torchmem.lint import facts as _facts
+from torchmem.lint import flags
 from torchmem.lint.calls import transform_kind
 from torchmem.lint.children import FIELDS, fields
 from torchmem.lint.classes import class_attrs, is_module_class
+from torchmem.lint.containers import element_class
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.dataflow import ACT, GRAPH, LOADER, TYPE, VALUE, Flow, meet
 from torchmem.lint.facts import key_of
 from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
-from torchmem.lint import flags
-from torchmem.lint.containers import element_class
 from torchmem.lint.joins import join_branches, join_loop
 from torchmem.lint.knowledge import (
     EVAL_LOADER_NAME,
