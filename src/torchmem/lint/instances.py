@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from torchmem.lint.children import all_statements
+from torchmem.lint.containers import subscript_class
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.dataflow import Flow
@@ -68,7 +69,11 @@ def attribute_classes(cls: ast.ClassDef, local: Mapping[str, ast.ClassDef],
 
 def attribute_class(summaries: Summaries, node: ast.AST, flow: Flow) -> str | None:
     """The class ``self.X`` (``node``) holds an instance of, in a method of a class of the
-    file ``summaries`` describes; memoised per class."""
+    file ``summaries`` describes (memoised per class), or ``name[key]`` when ``name`` is a
+    container of instances of one class (:mod:`torchmem.lint.containers`)."""
+    held = subscript_class(node, flow.instances)  # metrics[k] of metrics = {k: Meter()}
+    if held is not None:
+        return held
     cls = summaries.classes.get(flow.ctx.fn.class_name or "")
     if cls is None or type(node) is not ast.Attribute or type(node.value) is not ast.Name \
             or node.value.id != "self":  # type: ignore[attr-defined]

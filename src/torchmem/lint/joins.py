@@ -7,8 +7,18 @@ join:
 - a branch that never binds a name bound nowhere else in the function: reading the name
   after the ``if`` on that path raises ``NameError``, so whatever reads it got the value
   of a branch that bound it (``if ...: ... else: loss = criterion(out, y)``);
-- a branch that binds the name to ``None`` only (``loss = None`` when nothing is
-  predicted): ``None`` holds no tensor, so a value kept on that path keeps nothing.
+- a branch that binds the name to ``None`` or a number only (``loss = None`` when nothing
+  is predicted, ``adv_loss = 0.0`` when the discriminator does not train yet): neither
+  holds a tensor, so a value kept on that path keeps nothing. So does a branch that does
+  not bind the name when every binding of it outside the ``if`` is such a constant
+  (``adv_loss = 0.0`` before ``if step > start: adv_loss = criterion(...)``).
+
+A loop joins the same way (:func:`join_loop`): when every binding of a name before the
+loop is ``None`` or a number (``tot_loss = 0.`` before ``for ...: tot_loss = tot_loss +
+loss``), the path that skips the loop says nothing about it, so after the loop the name
+holds what the body left in it. And a name that holds a graph tensor before a loop whose
+body only adds to it (``adv_loss += w * term``, ``-=``, ``*=``, ``/=``) still holds one
+after it, whatever the terms are: the sum keeps the graph of the first operand.
 
 Only plain local names (not parameters, not attributes) are treated so.
 """
@@ -19,12 +29,12 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.children import child_nodes
-from torchmem.lint.kinds import TYPE, VALUE, meet
+from torchmem.lint.kinds import GRAPH, TYPE, VALUE, meet
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["join_branches"]
+__all__ = ["join_branches", "join_loop"]
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
            ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -33,26 +43,45 @@ _SCRATCH = "joins.stores"
 _MAX_KEYS = 16
 
 
-def _index(ctx: Context) -> dict[str, list[tuple[int, bool]]]:
-    """``name -> [(line, bound to None)]`` for every binding of a plain name in the current
-    function (own scope only), computed once per function."""
+def _constant(value: ast.expr) -> bool:
+    """``None`` or a number (``0``, ``0.0``, ``-1.0``): a value that holds no tensor."""
+    if type(value) is ast.UnaryOp and type(value.op) is ast.USub:  # type: ignore[attr-defined]
+        value = value.operand  # type: ignore[attr-defined]
+    if type(value) is not ast.Constant:
+        return False
+    v = value.value  # type: ignore[attr-defined]
+    return v is None or type(v) in (int, float)
+
+
+#: how a binding binds its name: to a plain value, a constant, or folding into it (``x += y``)
+_PLAIN, _CONST, _FOLD = 0, 1, 2
+_FOLD_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+
+
+def _index(ctx: Context) -> dict[str, list[tuple[int, int]]]:
+    """``name -> [(line, how)]`` for every binding of a plain name in the current function
+    (own scope only; ``how`` is :data:`_PLAIN`, :data:`_CONST` or :data:`_FOLD`), computed
+    once per function."""
     memo = ctx.scratch.setdefault(_SCRATCH, {})
     node = ctx.fn.node
     found = memo.get(id(node))
     if found is not None:
         return found
     found = {}
-    nones: set[int] = set()
+    how: dict[int, int] = {}
     todo: list[ast.AST] = list(getattr(node, "body", []))
     while todo:
         sub = todo.pop()
         t = type(sub)
         if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and \
-                type(sub.targets[0]) is ast.Name and type(sub.value) is ast.Constant and \
-                sub.value.value is None:
-            nones.add(id(sub.targets[0]))  # type: ignore[attr-defined]
+                type(sub.targets[0]) is ast.Name and _constant(sub.value):
+            how[id(sub.targets[0])] = _CONST
+        elif isinstance(sub, ast.AugAssign) and type(sub.target) is ast.Name and \
+                isinstance(sub.op, _FOLD_OPS):
+            how[id(sub.target)] = _FOLD
         elif t is ast.Name and type(sub.ctx) is ast.Store:  # type: ignore[attr-defined]
-            found.setdefault(sub.id, []).append((sub.lineno, id(sub) in nones))  # type: ignore[attr-defined]
+            found.setdefault(sub.id, []).append(  # type: ignore[attr-defined]
+                (sub.lineno, how.get(id(sub), _PLAIN)))  # type: ignore[attr-defined]
         if t in _SCOPES:
             continue
         todo.extend(child_nodes(sub))
@@ -83,13 +112,15 @@ def join_branches(ends: list[tuple[list[ast.stmt], dict[str, int]]],
     index = _index(ctx)
     for key in keys:
         stores = index.get(key, [])
-        per_branch = [[none for line, none in stores if _in_body(line, body)]
+        per_branch = [[how == _CONST for line, how in stores if _in_body(line, body)]
                       for body, _ in ends]
         inside = sum(len(b) for b in per_branch)
+        outside = [how == _CONST for line, how in stores
+                   if not any(_in_body(line, body) for body, _ in ends)]
         informed = []
         for (_, e), bound in zip(ends, per_branch):
-            if bound and all(bound) or not bound and inside == len(stores):
-                continue  # None only, or unbound on this path
+            if bound and all(bound) or not bound and (inside == len(stores) or all(outside)):
+                continue  # a constant only, or unbound on this path
             informed.append(e.get(key, 0))
         if not informed or len(informed) == len(ends):
             continue
@@ -98,4 +129,31 @@ def join_branches(ends: list[tuple[list[ast.stmt], dict[str, int]]],
             v = (v & other_kind & VALUE) | ((v | other_kind) & TYPE)
         if v & VALUE:
             env[key] = v | (env.get(key, 0) & TYPE)
+    return env
+
+
+def join_loop(body: list[ast.stmt], before: dict[str, int], after: dict[str, int],
+              ctx: Context) -> dict[str, int]:
+    """The environment after a loop whose ``body`` ran from ``before`` to ``after``: a name
+    bound before the loop only to ``None`` or numbers keeps what the body left in it, and a
+    graph tensor that the body only adds to (``adv_loss += w * term``) stays one."""
+    env = meet(before, after)
+    keys = [k for k in after.keys() | before.keys()
+            if (after.get(k, 0) | before.get(k, 0)) & VALUE and "." not in k
+            and not env.get(k, 0) & VALUE]
+    if not keys or len(keys) > _MAX_KEYS:
+        return env
+    params = ctx.fn.facts.params
+    index = _index(ctx)
+    for key in keys:
+        if key in params:
+            continue
+        stores = index.get(key, [])
+        start = body[0].lineno if body else 0
+        before_loop = [how == _CONST for line, how in stores if line < start]
+        if after.get(key, 0) & VALUE and before_loop and all(before_loop):
+            env[key] = after[key] | (env.get(key, 0) & TYPE)
+        elif before.get(key, 0) & GRAPH and all(
+                how == _FOLD for line, how in stores if _in_body(line, body)):
+            env[key] = before[key] | (env.get(key, 0) & TYPE)
     return env

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from torchmem.lint.callbacks import GIVEN_GRAPHS, callback_summary, class_tensor_callables
 from torchmem.lint.facts import key_of
+from torchmem.lint.flags import call_flags
 from torchmem.lint.imported import imported_from
 from torchmem.lint.instances import attribute_class
 from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
@@ -50,7 +51,6 @@ __all__ = ["Summary", "Summaries", "MAX_DEPTH"]
 MAX_DEPTH = 3
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ADD_METHODS = frozenset({"append", "extend", "appendleft", "add", "insert"})
-#: calls that turn a tensor into a plain Python value (or a NumPy array): no graph
 class Summary(NamedTuple):
     """What one call does.
 
@@ -397,4 +397,4 @@ def _argument_kinds(callee: _Callee, call: ast.Call, flow: Flow) -> dict[str, in
             kind = flow.kind(kw.value)
             if kind:
                 out[kw.arg] = kind  # type: ignore[index]
-    return out
+    return out | call_flags(callee.node, callee.bound, call, flow.ctx)  # if flag:

@@ -12,15 +12,17 @@ import ast
 from typing import Callable, Iterable
 
 from torchmem.lint import facts as _facts
+from torchmem.lint import flags
 from torchmem.lint.calls import transform_kind
 from torchmem.lint.children import FIELDS, fields
 from torchmem.lint.classes import class_attrs, is_module_class
+from torchmem.lint.containers import element_class
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.dataflow import ACT, GRAPH, LOADER, TYPE, VALUE, Flow, meet
 from torchmem.lint.facts import key_of
 from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
-from torchmem.lint.joins import join_branches
+from torchmem.lint.joins import join_branches, join_loop
 from torchmem.lint.knowledge import (
     EVAL_LOADER_NAME,
     LIGHTNING_NO_GRAD_HOOKS,
@@ -157,7 +159,7 @@ class Walker:
             self._loop(node, None)
         elif cls is ast.If:
             self.expr(node.test)  # type: ignore[attr-defined]
-            self._branches([node.body, node.orelse])  # type: ignore[attr-defined]
+            self._branches(flags.branches(node, ctx))  # type: ignore[arg-type]
         elif cls is ast.With or cls is ast.AsyncWith:
             self._with(node)
         elif cls is ast.Try or cls.__name__ == "TryStar":
@@ -202,15 +204,20 @@ class Walker:
             self.expr(node)
 
     def _instance(self, name: str, value: ast.expr) -> None:
-        """Remember that ``name`` holds an instance of a class of this file."""
+        """Remember that ``name`` holds an instance of a class of this file (or of another
+        file), or a container of such instances (:mod:`torchmem.lint.containers`)."""
         instances = self.ctx.fn.flow.instances
         summaries = self.ctx.summaries
-        if type(value) is ast.Call and type(value.func) is ast.Name and summaries is not None \
+        imports = self.ctx.imports if summaries is not None and summaries.follow_imports \
+            else {}
+        if summaries is not None and (held := element_class(value, summaries.classes, imports)):
+            instances[name] = held  # {k: AverageMeter() for k in names}
+        elif type(value) is ast.Call and type(value.func) is ast.Name and summaries is not None \
                 and value.func.id in summaries.classes:
             instances[name] = value.func.id
-        elif type(value) is ast.Call and type(value.func) is ast.Name and summaries is not \
-                None and summaries.follow_imports and value.func.id in self.ctx.imports:
-            instances[name] = "@" + self.ctx.imports[value.func.id]  # a class of another file?
+        elif type(value) is ast.Call and type(value.func) is ast.Name and \
+                value.func.id in imports:
+            instances[name] = "@" + imports[value.func.id]  # a class of another file?
         elif instances:
             instances.pop(name, None)
 
@@ -314,7 +321,7 @@ class Walker:
         for h in self.hooks["leave_loop"]:
             h(state, ctx)
         ctx.loops.pop()
-        flow.env = meet(before, flow.env)
+        flow.env = join_loop(node.body, before, flow.env, ctx)  # type: ignore[attr-defined]
         self.stmts(node.orelse)  # type: ignore[attr-defined]
 
     def _class(self, node: ast.ClassDef) -> None:
@@ -378,7 +385,9 @@ class Walker:
             state, [], int(no_grad), 0, 0)
         for h in self.hooks["enter_function"]:
             h(state, ctx)
+        flags.enter(node, arg_kinds, ctx)  # a summary specialised on flag arguments
         self.stmts(body)
+        flags.leave(node, ctx)
         for h in self.hooks["leave_function"]:
             h(state, ctx)
         ctx.fn, ctx.loops, ctx.no_grad, ctx.cond_depth, ctx.handler_depth = saved

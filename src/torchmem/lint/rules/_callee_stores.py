@@ -42,7 +42,10 @@ def callee_store(call: ast.Call, ctx: Context) -> CalleeStore | None:
     func = call.func
     if summaries is None or type(func) is not ast.Attribute or ctx.fn is None:
         return None
-    owner = key_of(func.value)  # type: ignore[attr-defined]
+    recv = func.value  # type: ignore[attr-defined]
+    if type(recv) is ast.Subscript:  # metrics[k].update(v): the container outlives the loop
+        recv = recv.value  # type: ignore[attr-defined]
+    owner = key_of(recv)
     if owner is None:
         return None
     args = [a for a in call.args if type(a) is not ast.Starred] + [
