@@ -6,7 +6,8 @@ Families (the hundreds digit of the code):
   (TMM102 in :mod:`~torchmem.lint.rules.recurrent`, TMM103 in
   :mod:`~torchmem.lint.rules.evaluation`, TMM104 in :mod:`~torchmem.lint.rules.retain`, TMM105 in
   :mod:`~torchmem.lint.rules.lightning`, TMM106 in
-  :mod:`~torchmem.lint.rules.devices`, TMM107 in :mod:`~torchmem.lint.rules.function_ctx`).
+  :mod:`~torchmem.lint.rules.devices`, TMM107 in :mod:`~torchmem.lint.rules.function_ctx`, TMM108 in
+  :mod:`~torchmem.lint.rules.hook_records`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -26,6 +27,7 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     evaluation,
     function_ctx,
     graph,
+    hook_records,
     intermediates,
     lightning,
     loops,
