@@ -88,10 +88,11 @@ def test_selection():
     assert {r.code for r in select_rules(["TMM9"])} == {c for c in ALL if c.startswith("TMM9")}
     assert [r.code for r in select_rules(["TMM1"], ["TMM102"])] == ["TMM101", "TMM103", "TMM104",
                                                                   "TMM105", "TMM106", "TMM107",
-                                                                  "TMM108"]
+                                                                  "TMM108", "TMM109"]
     assert "TMM106" not in default and ALL["TMM106"].trial  # a memory rule on trial: opt-in
     assert "TMM107" not in default and ALL["TMM107"].trial
     assert "TMM108" not in default and ALL["TMM108"].trial
+    assert "TMM109" not in default and ALL["TMM109"].trial
     assert resolve_codes(["graph-accumulation"]) == {"TMM101"}
     with pytest.raises(UsageError, match="TMM777"):
         select_rules(["TMM777"])

@@ -7,7 +7,8 @@ Families (the hundreds digit of the code):
   :mod:`~torchmem.lint.rules.evaluation`, TMM104 in :mod:`~torchmem.lint.rules.retain`, TMM105 in
   :mod:`~torchmem.lint.rules.lightning`, TMM106 in
   :mod:`~torchmem.lint.rules.devices`, TMM107 in :mod:`~torchmem.lint.rules.function_ctx`, TMM108 in
-  :mod:`~torchmem.lint.rules.hook_records`).
+  :mod:`~torchmem.lint.rules.hook_records`, TMM109 in
+  :mod:`~torchmem.lint.rules.loaded_checkpoint`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -28,6 +29,7 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     function_ctx,
     graph,
     hook_records,
+    loaded_checkpoint,
     intermediates,
     lightning,
     loops,
