@@ -15,7 +15,10 @@ torch):
   (a parameter, an attribute of ``self``, or what a call makes of them) and drops the
   handle that ``register_forward_hook`` returns. Each new helper adds one more hook to the
   same module; the old ones keep recording every forward pass into lists nothing clears.
-  A hook on a module the method builds itself (``vgg = models.vgg16()``) dies with it.
+  A hook on a module the method builds itself (``vgg = models.vgg16()``) dies with it;
+* **a hook object in a cycle through the graph** (:mod:`._graph_hook_cycle`): a hook
+  class that registers a closure over ``self`` on a graph node and keeps the tensors its
+  hooks receive on ``self``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from torchmem.lint.registry import Rule, register
+from torchmem.lint.rules._graph_hook_cycle import cycle_stores
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
@@ -203,6 +207,16 @@ def _made_from_outside(value: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionD
     return any(_from_outside(g, fn) for g in given if type(g) is not ast.Constant)
 
 
+def _classes(ctx: Context) -> dict[str, ast.ClassDef]:
+    """The classes of the file by name, computed once per file."""
+    classes = ctx.scratch.get("TMM108_classes")
+    if classes is None:
+        classes = {n.name: n for n in ast.walk(ctx.tree) if type(n) is ast.ClassDef} \
+            if ctx.tree is not None else {}
+        ctx.scratch["TMM108_classes"] = classes
+    return classes
+
+
 @register
 class HookRecordsKept(Rule):
     """Module hooks that append records which nothing clears.
@@ -213,7 +227,10 @@ class HookRecordsKept(Rule):
         empties another list its hooks append to; (2) a ``register_forward_hook`` (pre,
         backward) call whose handle is dropped, in a method of a class that is not an
         ``nn.Module``, when the hook records (a method or a callable of the file that
-        appends to a list it does not create) and the module comes from outside the method.
+        appends to a list it does not create) and the module comes from outside the method;
+        (3) ``self.input = input`` (a parameter named like an input, output or gradient)
+        in a method of a class that, itself or through a base class of the file, registers
+        a closure over ``self`` on a graph node (``out.grad_fn.register_hook(wrapper)``).
 
     Why:
         A hook runs on every forward (backward) pass; what it appends stays referenced,
@@ -222,7 +239,10 @@ class HookRecordsKept(Rule):
         batch; the list it forgets keeps every batch for the whole run. A dropped handle
         means the hook can never be removed: each new helper object adds another hook to
         the same model, and the hooks of the old ones keep recording into lists that
-        nothing clears any more.
+        nothing clears any more. A closure over ``self`` held by a graph node, and a tensor
+        of that graph held by ``self``, make a reference cycle through autograd that
+        Python's garbage collector cannot see: every pass's tensors stay alive, even after
+        the hooks are removed.
 
     Known problems:
         Off by default (on trial). Read from one class: records emptied by another class
@@ -273,11 +293,33 @@ class HookRecordsKept(Rule):
 
     code = "TMM108"
     name = "hook-records-kept"
-    summary = "hook records that nothing clears, or a recording hook whose handle is dropped"
+    summary = ("hook records that nothing clears: a reset that forgets a list, a dropped "
+               "handle, a hook in a cycle through the graph")
     default_enabled = False
     trial = True
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> None:
+        # a text search first: most files register no hook, and their classes cost nothing
+        words = ctx.scratch.get("TMM108_words")
+        if words is None:
+            source = ctx.source or ""
+            words = ctx.scratch["TMM108_words"] = (
+                "grad_fn" in source, "register_" in source and "_hook(" in source)
+        if words[0]:
+            self._cycles(node, ctx)
+        if words[1]:
+            self._hooks(node, ctx)
+
+    def _cycles(self, node: ast.ClassDef, ctx: Context) -> None:
+        for store in cycle_stores(node, _classes(ctx)):
+            ctx.report(self, store.targets[0], (
+                f"'{ast.unparse(store.targets[0])}' keeps the tensor this hook receives, whose "
+                f"graph reaches the node where the class registered a closure over self: a "
+                f"reference cycle through autograd that Python's garbage collector cannot "
+                f"see, so every pass's tensors stay alive, even after the hooks are removed; "
+                f"give the closure a weakref to self, or clear the attribute after use"))
+
+    def _hooks(self, node: ast.ClassDef, ctx: Context) -> None:
         methods = {f.name: f for f in node.body if isinstance(f, _FUNCS)}
         registrations = list(_registrations(node))
         if not registrations:
@@ -334,11 +376,7 @@ class HookRecordsKept(Rule):
         attr = _self_attr(hook, _self_name(fn) or "")
         if attr is not None and attr in methods:
             return _records(methods[attr])
-        classes = ctx.scratch.get("TMM108_classes")
-        if classes is None:
-            classes = {n.name: n for n in ast.walk(ctx.tree) if type(n) is ast.ClassDef} \
-                if ctx.tree is not None else {}
-            ctx.scratch["TMM108_classes"] = classes
+        classes = _classes(ctx)
         if attr is not None:
             for method in methods.values():
                 for stmt in _walk(method.body):
