@@ -160,7 +160,8 @@ def _is_module_class(cls: ast.ClassDef, ctx: Context) -> bool:
     return False
 
 
-def _from_outside(target: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _from_outside(target: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                  seen: frozenset[str] = frozenset()) -> bool:
     """Whether the module ``target`` comes from outside ``fn``: rooted at a parameter or an
     attribute of ``self`` (not ``self`` itself), or at a local bound from a call that is
     given such a value. A local bound from a call of nothing outside (a model the method
@@ -173,8 +174,8 @@ def _from_outside(target: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef) 
         node = node.value  # type: ignore[attr-defined]
         depth += 1
     if type(node) is ast.Call:
-        return _made_from_outside(node, fn, params)
-    if type(node) is not ast.Name:
+        return _made_from_outside(node, fn, params, seen)
+    if type(node) is not ast.Name or node.id in seen:
         return False
     if node.id == me:
         return depth > 0
@@ -183,17 +184,17 @@ def _from_outside(target: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef) 
     for stmt in _walk(fn.body):
         if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == node.id
                                             for t in stmt.targets):
-            return _made_from_outside(stmt.value, fn, params)
+            return _made_from_outside(stmt.value, fn, params, seen | {node.id})
     return False
 
 
 def _made_from_outside(value: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef,
-                       params: list[str]) -> bool:
+                       params: list[str], seen: frozenset[str]) -> bool:
     """Whether the value a local is bound to comes from outside ``fn``: for a method call
     (``x.to(device)``, ``self.encoder.layer(i)``) the object it is called on decides; for a
     function of a module (``find_layer(self.encoder, name)``) the arguments it is given."""
     if type(value) is not ast.Call:
-        return _from_outside(value, fn)
+        return _from_outside(value, fn, seen)
     func = value.func
     root = func
     while type(root) in (ast.Attribute, ast.Subscript, ast.Call):
@@ -202,9 +203,9 @@ def _made_from_outside(value: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionD
         type(s) is ast.Assign and any(type(t) is ast.Name and t.id == root.id
                                       for t in s.targets) for s in _walk(fn.body)))
     if type(func) is ast.Attribute and (local or type(func.value) is ast.Call):
-        return _made_from_outside(func.value, fn, params)
+        return _made_from_outside(func.value, fn, params, seen)
     given = list(value.args) + [k.value for k in value.keywords]
-    return any(_from_outside(g, fn) for g in given if type(g) is not ast.Constant)
+    return any(_from_outside(g, fn, seen) for g in given if type(g) is not ast.Constant)
 
 
 def _classes(ctx: Context) -> dict[str, ast.ClassDef]:
