@@ -28,8 +28,9 @@ class RetainGraphInLoop(Rule):
         other ``backward()``/``grad()`` that could use the retained graph, when the loss is
         computed anew in the loop; ``retain_graph=True`` on the last of several
         backward calls of an iteration; and, outside any loop, ``retain_graph=True`` on
-        the only backward of a function that steps an optimizer and keeps the loss
-        (returns it, stores it or appends it): a training step called once per step.
+        the only backward of a function that steps an optimizer, or clears the gradients
+        (an optimizer closure, ``optimizer.step(closure)``), and keeps the loss (returns it,
+        stores it or appends it): a training step called once per step.
 
     Why:
         ``retain_graph=True`` keeps every activation saved for backward alive after the
@@ -128,11 +129,12 @@ class RetainGraphInLoop(Rule):
         flag = next((kw for kw in node.keywords if kw.arg == "retain_graph" and isinstance(
             kw.value, ast.Constant) and kw.value.value is True), None)
         facts = fn.facts
-        if flag is None or not facts.has_step or facts.grad_calls or \
+        if flag is None or not (facts.has_step or facts.has_zero_grad) or facts.grad_calls or \
                 facts.backward_calls != [node] or func.value.id not in facts.escapes:
             return
         ctx.report(self, flag, (
-            f"retain_graph=True on the only backward() of {fn.name}(), which steps the "
-            f"optimizer and keeps '{func.value.id}': no second backward follows, and the "
+            f"retain_graph=True on the only backward() of {fn.name}(), which "
+            f"{'steps the optimizer' if facts.has_step else 'clears the gradients (an optimizer closure, run once per step)'} "
+            f"and keeps '{func.value.id}': no second backward follows, and the "
             f"kept loss holds the step's saved activations until the caller drops it; "
             f"drop retain_graph=True"))
