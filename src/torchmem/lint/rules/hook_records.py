@@ -24,7 +24,8 @@ torch):
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._graph_hook_cycle import cycle_stores
@@ -57,10 +58,8 @@ def _walk(body: list[ast.stmt]) -> Iterator[ast.AST]:
 
 def _self_attr(node: ast.AST, self_name: str) -> str | None:
     """``attr`` for ``self.attr``, else None."""
-    if type(node) is ast.Attribute and type(node.value) is ast.Name and \
-            node.value.id == self_name:
-        return node.attr
-    return None
+    return node.attr if type(node) is ast.Attribute and type(node.value) is ast.Name and \
+        node.value.id == self_name else None
 
 
 def _self_name(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:

@@ -12,7 +12,8 @@ the function alone (no torch).
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from torchmem.lint.registry import Rule, register
 
