@@ -1,5 +1,5 @@
-# Source: https://github.com/intel/auto-round/blob/10028e83aedec044eedc2b4ef60d07235770b007/auto_round/experimental/kv_cache.py
-# Adapted excerpt, after the fix https://github.com/intel/auto-round/commit/10028e83aedec044eedc2b4ef60d07235770b007
+# Source: https://github.com/intel/auto-round/blob/1c758f4561e11499630b988e9ecca7e57f6f073d/auto_round/experimental/kv_cache.py
+# Adapted excerpt, after the fix https://github.com/intel/auto-round/commit/1c758f4561e11499630b988e9ecca7e57f6f073d
 # (trimmed to the code the fix touches; omitted lines are marked).
 # ... (lines 1-14 omitted)
 # NOTICE: The design adapted from:

@@ -1,5 +1,5 @@
-# Source: https://github.com/MouseLand/cellpose-napari/blob/895b909f6da110ce7a33551a0f51498a4cfe2350/cellpose_napari/_dock_widget.py
-# Adapted excerpt, before the fix https://github.com/MouseLand/cellpose-napari/commit/ad2be8e3a1400d4b174303317dba30cf75b60d2a
+# Source: https://github.com/MouseLand/cellpose-napari/blob/21630c6aedeec818937c9ff3549fb4beac250d4d/cellpose_napari/_dock_widget.py
+# Adapted excerpt, before the fix https://github.com/MouseLand/cellpose-napari/commit/cb8424db78d49e36c2c41b704960a66a5b648689
 # (trimmed to the code the fix touches; omitted lines are marked).
 """
 cellpose dock widget module
@@ -9,12 +9,17 @@ from napari_plugin_engine import napari_hook_implementation
 
 import time
 import numpy as np
+import logging
 
 from napari import Viewer
 from napari.layers import Image, Shapes
 from magicgui import magicgui
+import sys
 
-# ... (lines 14-55 omitted)
+# initialize logger
+# ... (lines 17-44 omitted)
+#logo = os.path.join(__file__, 'logo/logo_small.png')
+
 def widget_wrapper():
     from napari.qt.threading import thread_worker
 
@@ -22,13 +27,13 @@ def widget_wrapper():
     def run_cellpose(image, model_type, custom_model, channels, channel_axis, diameter,
                     net_avg, resample, cellprob_threshold, 
                     model_match_threshold, do_3D, stitch_threshold):
-        from cellpose import models, logger
+        from cellpose import models
 
         flow_threshold = (31.0 - model_match_threshold) / 10.
         if model_match_threshold==0.0:
             flow_threshold = 0.0
-            logger.info('flow_threshold=0 => no masks thrown out due to model mismatch')
-        logger.info(f'computing masks with cellprob_threshold={cellprob_threshold}, flow_threshold={flow_threshold}')
+            logger.debug('flow_threshold=0 => no masks thrown out due to model mismatch')
+        logger.debug(f'computing masks with cellprob_threshold={cellprob_threshold}, flow_threshold={flow_threshold}')
         if model_type=='custom':
             CP = models.CellposeModel(pretrained_model=custom_model, gpu=True)
         else:
@@ -63,7 +68,4 @@ def widget_wrapper():
         del CP
         return diam
 
-    @thread_worker 
-    def compute_masks(masks_orig, flows_orig, cellprob_threshold, model_match_threshold):
-        import cv2
-# ... (lines 107-339 omitted)
+# ... (lines 95-322 omitted)

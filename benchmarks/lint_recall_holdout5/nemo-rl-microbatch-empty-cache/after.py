@@ -1,5 +1,5 @@
-# Source: https://github.com/NVIDIA-NeMo/RL/blob/0462fb1b71b9cbdfce3263c5402f572d0e55e0cc/nemo_rl/models/policy/dtensor_policy_worker.py
-# Adapted excerpt, after the fix https://github.com/NVIDIA-NeMo/RL/commit/0462fb1b71b9cbdfce3263c5402f572d0e55e0cc
+# Source: https://github.com/NVIDIA-NeMo/RL/blob/46f5edd19285712e8c483130a1257792fadb9fc3/nemo_rl/models/policy/dtensor_policy_worker.py
+# Adapted excerpt, after the fix https://github.com/NVIDIA-NeMo/RL/commit/46f5edd19285712e8c483130a1257792fadb9fc3
 # (trimmed to the code the fix touches; omitted lines are marked).
 # ... (lines 1-14 omitted)
 import contextlib

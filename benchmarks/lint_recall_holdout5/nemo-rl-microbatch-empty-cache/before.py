@@ -1,5 +1,5 @@
-# Source: https://github.com/NVIDIA-NeMo/RL/blob/35672fd11c96c8ac118765ffe91ba4536a480418/nemo_rl/models/policy/dtensor_policy_worker.py
-# Adapted excerpt, before the fix https://github.com/NVIDIA-NeMo/RL/commit/0462fb1b71b9cbdfce3263c5402f572d0e55e0cc
+# Source: https://github.com/NVIDIA-NeMo/RL/blob/dc865ef3b17ec7c5b1921eeba0b59154e52181af/nemo_rl/models/policy/dtensor_policy_worker.py
+# Adapted excerpt, before the fix https://github.com/NVIDIA-NeMo/RL/commit/46f5edd19285712e8c483130a1257792fadb9fc3
 # (trimmed to the code the fix touches; omitted lines are marked).
 # ... (lines 1-14 omitted)
 import contextlib

@@ -1,5 +1,5 @@
-# Source: https://github.com/intel/auto-round/blob/dd45c31038490fd8330b00355816a5167e0555d9/auto_round/experimental/utils.py
-# Adapted excerpt, context file at the parent of https://github.com/intel/auto-round/commit/10028e83aedec044eedc2b4ef60d07235770b007
+# Source: https://github.com/intel/auto-round/blob/6cdef7a2cab5eafa25cf448c067e20ff868edf9c/auto_round/experimental/utils.py
+# Adapted excerpt, context file at the parent of https://github.com/intel/auto-round/commit/1c758f4561e11499630b988e9ecca7e57f6f073d
 # (the whole file, nothing omitted).
 # Copyright (c) 2025 Intel Corporation
 #
