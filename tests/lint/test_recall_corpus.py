@@ -1,11 +1,11 @@
 """Integrity of the lint recall corpora: data only, not the linter's recall.
 
-Five corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
+Six corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
 its commits), ``benchmarks/lint_recall_holdout`` (commits from other repositories, scored
-once, then used to build mechanisms), ``benchmarks/lint_recall_holdout2`` and
-``benchmarks/lint_recall_holdout3`` (commits from yet other repositories, chosen without
-running the linter, scored once, then used) and ``benchmarks/lint_recall_holdout4`` (the same
-again, to be scored once). Each entry of
+once, then used to build mechanisms), ``benchmarks/lint_recall_holdout2``,
+``benchmarks/lint_recall_holdout3`` and ``benchmarks/lint_recall_holdout4`` (commits from yet
+other repositories, chosen without running the linter, scored once, then used) and
+``benchmarks/lint_recall_holdout5`` (the same again, to be scored once). Each entry of
 ``commits.json`` names a real public fix commit, and its directory holds small adapted
 excerpts of the file before and after the fix, plus, where the buggy flow crosses files, the
 ``context_files`` the entry lists: excerpts of the modules ``before.py`` imports, at the
@@ -34,7 +34,8 @@ CORPORA = {ROOT / "benchmarks" / "lint_recall": 40,
            ROOT / "benchmarks" / "lint_recall_holdout": 15,
            ROOT / "benchmarks" / "lint_recall_holdout2": 20,
            ROOT / "benchmarks" / "lint_recall_holdout3": 20,
-           ROOT / "benchmarks" / "lint_recall_holdout4": 20}
+           ROOT / "benchmarks" / "lint_recall_holdout4": 20,
+           ROOT / "benchmarks" / "lint_recall_holdout5": 20}
 
 
 def _entries(corpus: Path) -> list:
@@ -172,7 +173,8 @@ def test_context_files_are_small_linked_excerpts_at_the_parent(corpus, entry, re
     assert "Adapted excerpt" in lines[1] and entry["url"] in lines[1]
 
 
-@pytest.mark.parametrize("name", ["lint_recall_holdout3", "lint_recall_holdout4"])
+@pytest.mark.parametrize("name", ["lint_recall_holdout3", "lint_recall_holdout4",
+                                  "lint_recall_holdout5"])
 def test_later_corpora_have_multi_file_commits(name):
     entries = _entries(ROOT / "benchmarks" / name)
     assert any(_context_files(e) for e in entries)

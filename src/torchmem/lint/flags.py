@@ -48,21 +48,30 @@ def _tested(node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> froze
     args = node.args
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     tested: set[str] = set()
-    stored: set[str] = set()
+    # the ifs first, through the statements only (most functions test no parameter bare)
     todo: list[ast.AST] = list(node.body)
     while todo:
         sub = todo.pop()
         t = type(sub)
+        if t in _FUNCS or t is ast.ClassDef:
+            continue
         if t is ast.If:
             name = _flag_name(sub.test)  # type: ignore[attr-defined]
             if name in params:
                 tested.add(name)  # type: ignore[arg-type]
-        elif t is ast.Name and type(sub.ctx) is not ast.Load:  # type: ignore[attr-defined]
-            stored.add(sub.id)  # type: ignore[attr-defined]
-        if t in _FUNCS or t is ast.ClassDef:
-            continue
-        todo.extend(ast.iter_child_nodes(sub))
-    found = frozenset(tested - stored)
+        for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo.extend(getattr(sub, block, ()))
+    if tested:  # then every name the function's own scope binds
+        todo = list(node.body)
+        while todo and tested:
+            sub = todo.pop()
+            t = type(sub)
+            if t is ast.Name and type(sub.ctx) is not ast.Load:  # type: ignore[attr-defined]
+                tested.discard(sub.id)  # type: ignore[attr-defined]
+            if t in _FUNCS or t is ast.ClassDef:
+                continue
+            todo.extend(ast.iter_child_nodes(sub))
+    found = frozenset(tested)
     memo[id(node)] = found
     return found
 

@@ -69,17 +69,18 @@ def _hooks(ctx: Context) -> set[_Key]:
                 callers.setdefault(("self", func.attr), set()).add(caller)
 
     for stmt in tree.body:
+        if type(stmt) is ast.ClassDef and _foreign_base(stmt, local, ctx):
+            candidates.update(("self", sub.name) for sub in stmt.body
+                              if isinstance(sub, _FUNCS) and sub.name.startswith("_")
+                              and not sub.name.startswith("__"))
+    if not candidates:
+        return set()  # most files: no private method of a class with a foreign base
+    for stmt in tree.body:
         if isinstance(stmt, _FUNCS):
             calls(stmt, (None, stmt.name))
         elif type(stmt) is ast.ClassDef:
-            foreign = _foreign_base(stmt, local, ctx)
             for sub in stmt.body:
-                if isinstance(sub, _FUNCS):
-                    calls(sub, ("self", sub.name))
-                    if foreign and sub.name.startswith("_") and not sub.name.startswith("__"):
-                        candidates.add(("self", sub.name))
-                else:
-                    calls(sub, None)
+                calls(sub, ("self", sub.name) if isinstance(sub, _FUNCS) else None)
         else:
             calls(stmt, None)
     hooks = {k for k in candidates if not callers.get(k)}

@@ -48,8 +48,10 @@ _FORWARDS = "TMM103.forwards"
 _QUIET = "TMM103.no_grad_callees"
 #: scratch key: the names the file handles as modules with weights
 _MODULES = "TMM103.file_modules"
-_MODE_SWITCH = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.(train|eval)\(\s*\)")
-_LOADED = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.load_state_dict\(")
+_MODE_SWITCH = re.compile(r"\.(train|eval)\(\s*\)")
+_LOADED = re.compile(r"\.(load_state_dict)\(")
+#: first characters of a dotted name written before a call (``self.gen`` of ``self.gen.eval()``)
+_NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 #: what a function that needs input gradients mentions
 _GRAD_ATTRS = frozenset({"requires_grad_", "retain_grad", "grad", "register_hook"})
 #: what :func:`thrown_away` found: every forward pass of a function that does not
@@ -145,13 +147,28 @@ def _file_modules(ctx: Context) -> frozenset[str]:
     if memo is not None:
         return memo
     source = ctx.source or ""
-    found = set(_LOADED.findall(source))
+    found = {key for key, _ in _receivers(_LOADED, source)}
     modes: dict[str, set[str]] = {}
-    for key, mode in _MODE_SWITCH.findall(source):
+    for key, mode in _receivers(_MODE_SWITCH, source):
         modes.setdefault(key, set()).add(mode)
     found.update(k for k, m in modes.items() if len(m) == 2)
     memo = ctx.scratch[_MODULES] = frozenset(found)
     return memo
+
+
+def _receivers(call: re.Pattern[str], source: str) -> list[tuple[str, str]]:
+    """``(name, method)`` for each ``name.method(...)`` that ``call`` finds in ``source``,
+    where ``name`` is the whole dotted name written before it (starting with a letter or an
+    underscore). The pattern anchors on the call, and the name is read backwards from it: a
+    pattern that looks for the name first tries every word of the file."""
+    found = []
+    for match in call.finditer(source):
+        end = start = match.start()
+        while start and (source[start - 1].isalnum() or source[start - 1] in "_."):
+            start -= 1
+        if start < end and source[start] in _NAME_START:
+            found.append((source[start:end], match.group(1)))
+    return found
 
 
 def _no_grad_callees(ctx: Context) -> set[tuple[str | None, str]]:
