@@ -48,6 +48,7 @@ from torchmem.doctor.held import (
     untracked_findings,
 )
 from torchmem.doctor.internals import binding_statement, describe, internal_owner
+from torchmem.doctor.lru_caches import cache_finding
 from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.path_trend import (
     MIN_BYTES_PER_STEP,
@@ -285,7 +286,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                 "bytes_measure": "tensor_storage"}
         if stats.kind == "grad":
             data["path_kind"] = "grad"
-        findings.append(Finding(
+        findings.append(cache_finding(Finding(
             cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
@@ -295,7 +296,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             confidence="high" if stmt is not None or culprit.line is not None else "medium",
             fix_kind="advice" if stats.kind == "grad" else path_fix.kind,
             edit=None if stats.kind == "grad" else path_fix.proposal.edit,
-            alternatives=() if stats.kind == "grad" else path_fix.proposal.edits[1:]))
+            alternatives=() if stats.kind == "grad" else path_fix.proposal.edits[1:]), stats.cache))
     memory = [f for f in findings]
     if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":
         f = memory[0]
