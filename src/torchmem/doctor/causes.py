@@ -38,6 +38,7 @@ from typing import Any, Sequence
 from torchmem.doctor import edits as fix_edit
 from torchmem.doctor.autograd_held import autograd_held_findings
 from torchmem.doctor.call_sites import caller_statement
+from torchmem.doctor.chained_attrs import chained_attribute, chained_text
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
@@ -72,6 +73,10 @@ from torchmem.units import format_bytes
 
 __all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "path_findings",
            "path_signal", "significant_growth", "MIN_BYTES_PER_STEP", "MIN_COUNT_PER_STEP"]
+
+
+#: causes whose culprit holds autograd graphs
+_GRAPH_CAUSES = ("retained_graph", "hidden_state_chain", "eval_graph")
 
 
 def _files(stats: PathStats) -> list[str]:
@@ -211,8 +216,11 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             want = "sum"  # one scalar whose graph grows: the `+=` that accumulates into it
         owner = internal_owner(path)
         owner_type = paths[owner].type if owner is not None and owner in paths else None
-        stmt = binding_statement(path, _files(stats), stats.function, owner_type) or \
-            _statement(stats, want)
+        # an object holding a chain: the attribute its own method rebinds (`self.sum += v`)
+        chained = chained_attribute(path, stats, _files(stats)) if cause in _GRAPH_CAUSES else None
+        name = chained[0] if chained else path
+        stmt = chained[1] if chained else binding_statement(
+            path, _files(stats), stats.function, owner_type) or _statement(stats, want)
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
         if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \
@@ -228,21 +236,24 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
             is_tuple=stats.type in ("tuple", "list"), hook=hooks, owner_type=owner_type)
         fix = path_fix.text
+        chain_note = chained_text(path, name, stmt, stats) if chained and stmt is not None else None
+        if chain_note is not None:
+            fix = chain_note[1]
         # the statement sits in a helper that keeps what it is handed: the line is the
         # call that hands the values over (the fix still edits the helper's statement)
         site, passed_through = (None, []) if stmt is None or hooks or stats.kind == "grad" else (
             caller_statement(stmt, _files(stats)) or (None, []))
         shown = site or stmt
-        culprit = Culprit(name=path, kind=_kind(stats), file=shown.file if shown else stats.file,
+        culprit = Culprit(name=name, kind=_kind(stats), file=shown.file if shown else stats.file,
                           line=shown.line if shown else None, code=shown.code if shown else None,
                           function=shown.function if shown else stats.function, type=stats.type)
-        extra_evidence: tuple[str, ...] = ()
+        extra_evidence: tuple[str, ...] = (chain_note[0],) if chain_note is not None else ()
         if site is not None and stmt is not None:
             via = "".join(f", through `{c.code}` (line {c.line}, in `{c.function}`)"
                           for c in reversed(passed_through))
-            extra_evidence = (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
-                              f"it is handed: the values come from `{site.code}` (line "
-                              f"{site.line}){via}",)
+            extra_evidence += (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
+                               f"it is handed: the values come from `{site.code}` (line "
+                               f"{site.line}){via}",)
         spread = hook_owner(path, growing, paths) if hooks else None
         if spread is not None:
             owner_path, dicts = spread

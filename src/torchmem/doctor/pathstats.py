@@ -66,6 +66,8 @@ class PathStats:
         cache: for an ``lru_cache`` wrapper, (qualified name of the function it wraps,
             its file, the line of its first decorator, maxsize or None, entries now):
             see :mod:`torchmem.doctor.lru_caches`; None otherwise.
+        graph_attrs: for an object (not a container), its attributes that hold a
+            tensor with a ``grad_fn``, in ``__dict__`` order.
     """
 
     path: str
@@ -99,6 +101,7 @@ class PathStats:
     item_type: str | None = None
     orphaned: int = 0
     cache: tuple[str, str, int, int | None, int] | None = None
+    graph_attrs: tuple[str, ...] = ()
     _example_bytes: int = 0
 
     @property

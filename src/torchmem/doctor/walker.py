@@ -29,18 +29,11 @@ from torchmem.doctor.graph_walk import walk_graph
 from torchmem.doctor.internals import internal_refs, native
 from torchmem.doctor.item_sizes import estimated_bytes, last_item_type
 from torchmem.doctor.lru_caches import cache_origin
+from torchmem.doctor.object_hops import ObjectHops
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.roots import _ATOMIC, _frame_locals
 from torchmem.doctor.value_kinds import value_kinds
 
-_MODULE_SPECIAL = frozenset({
-    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "training",
-    "_is_full_backward_hook", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
-    "_forward_pre_hooks_with_kwargs", "_state_dict_hooks", "_state_dict_pre_hooks",
-    "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks", "_compiled_call_impl",
-})
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
-               "_backward_pre_hooks")
 _SKIP_CLASS_MODULES = ("logging", "threading", "_thread", "io", "_io", "socket", "subprocess",
                        "multiprocessing", "concurrent", "asyncio", "tqdm", "torch.utils.data",
                        "torch._", "torch.fx", "torch.jit", "torch.distributed", "torchmem")
@@ -78,7 +71,7 @@ def _fmt_key(key: Any) -> str | None:
     return None
 
 
-class _Walker:
+class _Walker(ObjectHops):
     """One walk. Holds objects only while :func:`take_snapshot` runs."""
 
     def __init__(self, step: int, is_user: Callable[[str], bool], max_objects: int,
@@ -348,56 +341,3 @@ class _Walker:
                 self.internal.clear()
                 self.classes.clear()
                 return
-
-    def _attributes(self, obj: Any, parent: PathStats, tracked: list[PathStats], depth: int,
-                    root: str, push: Callable[[Any], None]) -> set[int]:
-        """Push ``obj``'s ``__dict__``/``__slots__`` values; return the ids they cover (the
-        values and the ``__dict__`` itself). Its class is noted, to walk as a root."""
-        self.classes.note(type(obj))
-        covered: set[int] = set()
-        try:
-            own = vars(obj)
-            covered.add(id(own))
-            attrs = dict(own)
-        except TypeError:
-            attrs = {}
-        for name in getattr(type(obj), "__slots__", ()) if not attrs else ():
-            if isinstance(name, str) and hasattr(obj, name):
-                attrs[name] = getattr(obj, name, None)
-        for name, value in attrs.items():
-            covered.add(id(value))
-            if isinstance(value, _ATOMIC) or not isinstance(name, str):
-                continue
-            s, t = self._child(value, f"{parent.path}.{name}", "attribute", parent, tracked,
-                               depth + 1, root, owner=obj)
-            push((value, s, t, depth + 1))
-        return covered
-
-    def _module(self, mod: torch.nn.Module, parent: PathStats, tracked: list[PathStats],
-                depth: int, root: str, push: Callable[[Any], None]) -> None:
-        base = parent.path
-        self.classes.note(type(mod))
-        for name, child in mod._modules.items():
-            if child is not None:
-                shown = f"{base}[{name}]" if name.isdigit() else f"{base}.{name}"
-                s, t = self._child(child, shown, "attribute", parent, tracked,
-                                   depth + 1, root, owner=mod)
-                push((child, s, t, depth + 1))
-        for name, buf in mod._buffers.items():
-            if buf is not None and buf.grad_fn is not None:
-                s, t = self._child(buf, f"{base}.{name}", "attribute", parent, tracked,
-                                   depth + 1, root, owner=mod)
-                push((buf, s, t, depth + 1))
-        for hook_attr in _HOOK_DICTS:
-            hooks = getattr(mod, hook_attr, None)
-            if hooks:
-                s, t = self._child(hooks, f"{base}.{hook_attr}", "hook", parent, tracked,
-                                   depth + 1, root, owner=mod)
-                self._add(t, "hooks", len(hooks))
-                push((hooks, s, t, depth + 1))
-        for name, value in vars(mod).items():
-            if name in _MODULE_SPECIAL or name in _HOOK_DICTS or isinstance(value, _ATOMIC):
-                continue
-            s, t = self._child(value, f"{base}.{name}", "attribute", parent, tracked,
-                               depth + 1, root, owner=mod)
-            push((value, s, t, depth + 1))
