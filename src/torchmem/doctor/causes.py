@@ -67,6 +67,7 @@ from torchmem.doctor.record_findings import (
     cycle_findings,
     grad_findings,
 )
+from torchmem.doctor.stale_hooks import stale_hook_list
 from torchmem.doctor.source import Statement, best_statement, find_statements
 from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
 from torchmem.units import format_bytes
@@ -244,9 +245,15 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         site, passed_through = (None, []) if stmt is None or hooks or stats.kind == "grad" else (
             caller_statement(stmt, _files(stats)) or (None, []))
         shown = site or stmt
+        # hooks left registered that keep appending: the list they append to, at its append
+        stale = stale_hook_list([p for p in growing if paths[p].kind == "hook" and paths[p].root
+                                 == stats.root], ev.snapshots, _files(stats)) if hooks else None
+        if stale is not None:
+            name, shown = stale[0], stale[1]
         culprit = Culprit(name=name, kind=_kind(stats), file=shown.file if shown else stats.file,
                           line=shown.line if shown else None, code=shown.code if shown else None,
-                          function=shown.function if shown else stats.function, type=stats.type)
+                          function=shown.function if shown else stats.function,
+                          type=None if stale else stats.type)
         extra_evidence: tuple[str, ...] = (chain_note[0],) if chain_note is not None else ()
         if site is not None and stmt is not None:
             via = "".join(f", through `{c.code}` (line {c.line}, in `{c.function}`)"
@@ -254,6 +261,12 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             extra_evidence += (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
                                f"it is handed: the values come from `{site.code}` (line "
                                f"{site.line}){via}",)
+        if stale is not None:
+            extra_evidence += (f"`{stale[1].code}` (line {stale[1].line}, in `{stale[1].function}`) "
+                               f"appends at every forward of a hook left registered in "
+                               f"`{stale[0][:stale[0].rindex('[')]}`: "
+                               f"`{stale[0]}` gained {stale[2]} items between steps "
+                               f"{first_step} and {last_step}",)
         spread = hook_owner(path, growing, paths) if hooks else None
         if spread is not None:
             owner_path, dicts = spread
@@ -298,7 +311,8 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         if stats.kind == "grad":
             data["path_kind"] = "grad"
         findings.append(cache_finding(Finding(
-            cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
+            cause=cause, title=("hooks left registered keep appending" if stale else
+                                "hooks registered again every step") if hooks else TITLES[cause],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
             evidence=extra_evidence + tuple(_evidence_lines(

@@ -2,13 +2,17 @@
 buffers with a graph and hook dicts (split from :mod:`torchmem.doctor.walker`).
 
 For an object at a named path (not deeper than the named depth), the attributes that
-hold a tensor with a ``grad_fn`` are recorded (:attr:`PathStats.graph_attrs`): when
+hold a tensor with a ``grad_fn`` are recorded (:attr:`PathStats.graph_attrs`), and the
+lengths of those that hold a list, dict or deque (:attr:`PathStats.item_attrs`): when
 such an object holds a chain of graphs, the attribute a method rebinds from its own
-value names it better than the object (:mod:`torchmem.doctor.chained_attrs`).
+value names it better than the object (:mod:`torchmem.doctor.chained_attrs`); when a
+hook left registered keeps appending, the list it appends to
+(:mod:`torchmem.doctor.stale_hooks`).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -55,13 +59,16 @@ class ObjectHops:
         for name in getattr(type(obj), "__slots__", ()) if not attrs else ():
             if isinstance(name, str) and hasattr(obj, name):
                 attrs[name] = getattr(obj, name, None)
-        at_path = parent.depth == depth  # ``obj`` is the object of a named path
+        # ``obj`` is the object of a named path (not one of a named container's items)
+        at_path = parent.depth == depth and parent.items is None
         for name, value in attrs.items():
             covered.add(id(value))
             if isinstance(value, _ATOMIC) or not isinstance(name, str):
                 continue
             if at_path and isinstance(value, torch.Tensor) and value.grad_fn is not None:
                 parent.graph_attrs += (name,)
+            elif at_path and isinstance(value, (list, dict, deque)):
+                parent.item_attrs += ((name, len(value)),)
             s, t = self._child(value, f"{parent.path}.{name}", "attribute", parent, tracked,
                                depth + 1, root, owner=obj)
             push((value, s, t, depth + 1))

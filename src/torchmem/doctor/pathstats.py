@@ -68,6 +68,8 @@ class PathStats:
             see :mod:`torchmem.doctor.lru_caches`; None otherwise.
         graph_attrs: for an object (not a container), its attributes that hold a
             tensor with a ``grad_fn``, in ``__dict__`` order.
+        item_attrs: for an object (not a container), (attribute, length) of its
+            attributes that hold a list, dict or deque.
     """
 
     path: str
@@ -102,6 +104,7 @@ class PathStats:
     orphaned: int = 0
     cache: tuple[str, str, int, int | None, int] | None = None
     graph_attrs: tuple[str, ...] = ()
+    item_attrs: tuple[tuple[str, int], ...] = ()
     _example_bytes: int = 0
 
     @property
