@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Any
 
 from torchmem.model.findings import Finding
@@ -88,7 +89,7 @@ def cache_finding(finding: Finding, cache: tuple[str, str, int, int | None, int]
             "called through it stays alive, with what it returned, after the script drops it"
             if method else "the arguments of each call and its result until the entry is evicted")
     evidence = (f"`{name}` is the `functools.lru_cache` around `{qualname}` (line {line} of "
-                f"{file.rsplit('/', 1)[-1]}), {bound}: it keeps {kept}",)
+                f"{os.path.basename(file)}), {bound}: it keeps {kept}",)
     if method:
         fix = (f"do not cache `{qualname}` on the class keyed on `self`: keep one cache per "
                f"instance (a dict in the instance, dropped with it), or cache a function of the "
