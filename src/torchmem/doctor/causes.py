@@ -38,6 +38,7 @@ from typing import Any, Sequence
 from torchmem.doctor import edits as fix_edit
 from torchmem.doctor.autograd_held import autograd_held_findings
 from torchmem.doctor.call_sites import caller_statement
+from torchmem.doctor.chained_attrs import chained_attribute, chained_text
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
@@ -48,6 +49,7 @@ from torchmem.doctor.held import (
     untracked_findings,
 )
 from torchmem.doctor.internals import binding_statement, describe, internal_owner
+from torchmem.doctor.lru_caches import cache_finding
 from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.path_trend import (
     MIN_BYTES_PER_STEP,
@@ -65,12 +67,17 @@ from torchmem.doctor.record_findings import (
     cycle_findings,
     grad_findings,
 )
+from torchmem.doctor.stale_hooks import stale_hook_list
 from torchmem.doctor.source import Statement, best_statement, find_statements
 from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
 from torchmem.units import format_bytes
 
 __all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "path_findings",
            "path_signal", "significant_growth", "MIN_BYTES_PER_STEP", "MIN_COUNT_PER_STEP"]
+
+
+#: causes whose culprit holds autograd graphs
+_GRAPH_CAUSES = ("retained_graph", "hidden_state_chain", "eval_graph")
 
 
 def _files(stats: PathStats) -> list[str]:
@@ -210,8 +217,11 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             want = "sum"  # one scalar whose graph grows: the `+=` that accumulates into it
         owner = internal_owner(path)
         owner_type = paths[owner].type if owner is not None and owner in paths else None
-        stmt = binding_statement(path, _files(stats), stats.function, owner_type) or \
-            _statement(stats, want)
+        # an object holding a chain: the attribute its own method rebinds (`self.sum += v`)
+        chained = chained_attribute(path, stats, _files(stats)) if cause in _GRAPH_CAUSES else None
+        name = chained[0] if chained else path
+        stmt = chained[1] if chained else binding_statement(
+            path, _files(stats), stats.function, owner_type) or _statement(stats, want)
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
         if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \
@@ -227,21 +237,36 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
             is_tuple=stats.type in ("tuple", "list"), hook=hooks, owner_type=owner_type)
         fix = path_fix.text
+        chain_note = chained_text(path, name, stmt, stats) if chained and stmt is not None else None
+        if chain_note is not None:
+            fix = chain_note[1]
         # the statement sits in a helper that keeps what it is handed: the line is the
         # call that hands the values over (the fix still edits the helper's statement)
         site, passed_through = (None, []) if stmt is None or hooks or stats.kind == "grad" else (
             caller_statement(stmt, _files(stats)) or (None, []))
         shown = site or stmt
-        culprit = Culprit(name=path, kind=_kind(stats), file=shown.file if shown else stats.file,
+        # hooks left registered that keep appending: the list they append to, at its append
+        stale = stale_hook_list([p for p in growing if paths[p].kind == "hook" and paths[p].root
+                                 == stats.root], ev.snapshots, _files(stats)) if hooks else None
+        if stale is not None:
+            name, shown = stale[0], stale[1]
+        culprit = Culprit(name=name, kind=_kind(stats), file=shown.file if shown else stats.file,
                           line=shown.line if shown else None, code=shown.code if shown else None,
-                          function=shown.function if shown else stats.function, type=stats.type)
-        extra_evidence: tuple[str, ...] = ()
+                          function=shown.function if shown else stats.function,
+                          type=None if stale else stats.type)
+        extra_evidence: tuple[str, ...] = (chain_note[0],) if chain_note is not None else ()
         if site is not None and stmt is not None:
             via = "".join(f", through `{c.code}` (line {c.line}, in `{c.function}`)"
                           for c in reversed(passed_through))
-            extra_evidence = (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
-                              f"it is handed: the values come from `{site.code}` (line "
-                              f"{site.line}){via}",)
+            extra_evidence += (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
+                               f"it is handed: the values come from `{site.code}` (line "
+                               f"{site.line}){via}",)
+        if stale is not None:
+            extra_evidence += (f"`{stale[1].code}` (line {stale[1].line}, in `{stale[1].function}`) "
+                               f"appends at every forward of a hook left registered in "
+                               f"`{stale[0][:stale[0].rindex('[')]}`: "
+                               f"`{stale[0]}` gained {stale[2]} items between steps "
+                               f"{first_step} and {last_step}",)
         spread = hook_owner(path, growing, paths) if hooks else None
         if spread is not None:
             owner_path, dicts = spread
@@ -285,8 +310,9 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                 "bytes_measure": "tensor_storage"}
         if stats.kind == "grad":
             data["path_kind"] = "grad"
-        findings.append(Finding(
-            cause=cause, title="hooks registered again every step" if hooks else TITLES[cause],
+        findings.append(cache_finding(Finding(
+            cause=cause, title=("hooks left registered keep appending" if stale else
+                                "hooks registered again every step") if hooks else TITLES[cause],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
             evidence=extra_evidence + tuple(_evidence_lines(
@@ -295,7 +321,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             confidence="high" if stmt is not None or culprit.line is not None else "medium",
             fix_kind="advice" if stats.kind == "grad" else path_fix.kind,
             edit=None if stats.kind == "grad" else path_fix.proposal.edit,
-            alternatives=() if stats.kind == "grad" else path_fix.proposal.edits[1:]))
+            alternatives=() if stats.kind == "grad" else path_fix.proposal.edits[1:]), stats.cache))
     memory = [f for f in findings]
     if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":
         f = memory[0]

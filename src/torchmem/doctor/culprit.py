@@ -96,17 +96,21 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
     namespaces: list[tuple[list[tuple[str, Any]], str, str, str]] = []
     for f in frames:
         is_module = f.f_code.co_name == "<module>"
-        items = _root_items(_frame_locals(f))
+        space = _frame_locals(f)
+        items = _root_items(space)
+        w.classes.note_all(space)
         namespaces.append((items, "global" if is_module else "local", f.f_code.co_name,
                            f.f_code.co_filename))
     if main_globals is not None:
         namespaces.append((_root_items(main_globals), "global", "<module>",
                            str(main_globals.get("__file__") or "")))
+        w.classes.note_all(main_globals)
     for modname in _user_modules(is_user):
         mod = sys.modules.get(modname)
         file = getattr(mod, "__file__", None)
         if mod is not None and file and mod.__dict__ is not main_globals:
             items = [(f"{modname}.{k}", v) for k, v in _root_items(vars(mod))]
+            w.classes.note_all(vars(mod), f"{modname}.")
             namespaces.append((items, "global", "<module>", file))
     from torch.nn.modules import module as _mm
 
@@ -162,6 +166,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
         w.keep.clear()
         w.node_keep.clear()
         w.internal.clear()
+        w.classes.clear()
         namespaces.clear()
         tops.clear()
         frames.clear()

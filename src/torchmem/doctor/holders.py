@@ -85,15 +85,19 @@ def holder_paths(keys: Iterable[int], frame: types.FrameType | None,
     frames = frame_chain(frame, is_user)
     try:
         for f in frames:
-            items = _root_items(_frame_locals(f))
+            space = _frame_locals(f)
+            items = _root_items(space)
+            w.classes.note_all(space)
             namespaces.append((items, "global" if f.f_code.co_name == "<module>" else "local",
                                f.f_code.co_name, f.f_code.co_filename))
         if main_globals is not None:
             namespaces.append((_root_items(main_globals), "global", "<module>",
                                str(main_globals.get("__file__") or "")))
+            w.classes.note_all(main_globals)
         for name in _user_modules(is_user):
             mod = sys.modules.get(name)
             if mod is not None and mod.__dict__ is not main_globals:
+                w.classes.note_all(vars(mod), f"{name}.")
                 namespaces.append(([(f"{name}.{k}", v) for k, v in _root_items(vars(mod))],
                                    "global", "<module>", str(getattr(mod, "__file__", ""))))
         tops = [v for items, *_ in namespaces for _, v in items
@@ -112,6 +116,7 @@ def holder_paths(keys: Iterable[int], frame: types.FrameType | None,
         w.keep.clear()
         w.node_keep.clear()
         w.internal.clear()
+        w.classes.clear()
         namespaces.clear()
         frames.clear()
     return dict(w.found)

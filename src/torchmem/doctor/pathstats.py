@@ -63,6 +63,13 @@ class PathStats:
             ``sys.getsizeof`` (see :mod:`torchmem.doctor.item_sizes`); None otherwise.
         item_type: for a list, tuple, deque or dict, the type name of its last item
             (value), e.g. ``ndarray``; None otherwise.
+        cache: for an ``lru_cache`` wrapper, (qualified name of the function it wraps,
+            its file, the line of its first decorator, maxsize or None, entries now):
+            see :mod:`torchmem.doctor.lru_caches`; None otherwise.
+        graph_attrs: for an object (not a container), its attributes that hold a
+            tensor with a ``grad_fn``, in ``__dict__`` order.
+        item_attrs: for an object (not a container), (attribute, length) of its
+            attributes that hold a list, dict or deque.
     """
 
     path: str
@@ -95,6 +102,9 @@ class PathStats:
     item_bytes: int | None = None
     item_type: str | None = None
     orphaned: int = 0
+    cache: tuple[str, str, int, int | None, int] | None = None
+    graph_attrs: tuple[str, ...] = ()
+    item_attrs: tuple[tuple[str, int], ...] = ()
     _example_bytes: int = 0
 
     @property

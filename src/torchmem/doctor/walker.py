@@ -16,7 +16,6 @@ path step ``.<internal TYPE>`` (:mod:`torchmem.doctor.internals`), after every n
 from __future__ import annotations
 
 import functools
-import sys
 import types
 import weakref
 from collections import deque
@@ -25,21 +24,16 @@ from typing import Any, Callable
 import torch
 
 from torchmem.collect.graph import storage_key, storage_nbytes
+from torchmem.doctor.class_walk import ClassRoots, class_file, walk_classes
 from torchmem.doctor.graph_walk import walk_graph
 from torchmem.doctor.internals import internal_refs, native
 from torchmem.doctor.item_sizes import estimated_bytes, last_item_type
+from torchmem.doctor.lru_caches import cache_origin
+from torchmem.doctor.object_hops import ObjectHops
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.roots import _ATOMIC, _frame_locals
 from torchmem.doctor.value_kinds import value_kinds
 
-_MODULE_SPECIAL = frozenset({
-    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "training",
-    "_is_full_backward_hook", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
-    "_forward_pre_hooks_with_kwargs", "_state_dict_hooks", "_state_dict_pre_hooks",
-    "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks", "_compiled_call_impl",
-})
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
-               "_backward_pre_hooks")
 _SKIP_CLASS_MODULES = ("logging", "threading", "_thread", "io", "_io", "socket", "subprocess",
                        "multiprocessing", "concurrent", "asyncio", "tqdm", "torch.utils.data",
                        "torch._", "torch.fx", "torch.jit", "torch.distributed", "torchmem")
@@ -69,11 +63,6 @@ _TRACK_DEPTH = 3
 _SAMPLES_PER_PATH = 4
 
 
-def _class_file(cls: type) -> str | None:
-    mod = sys.modules.get(getattr(cls, "__module__", "") or "")
-    return getattr(mod, "__file__", None)
-
-
 def _fmt_key(key: Any) -> str | None:
     if isinstance(key, str):
         return repr(key)
@@ -82,7 +71,7 @@ def _fmt_key(key: Any) -> str | None:
     return None
 
 
-class _Walker:
+class _Walker(ObjectHops):
     """One walk. Holds objects only while :func:`take_snapshot` runs."""
 
     def __init__(self, step: int, is_user: Callable[[str], bool], max_objects: int,
@@ -104,6 +93,8 @@ class _Walker:
         self._leaf_type: type | None = None
         #: internal references of C objects, walked after the named roots (:meth:`finish`)
         self.internal: list[tuple[Any, str, PathStats, list[PathStats], int, str]] = []
+        #: the script's classes met (bound to names, or classes of objects walked)
+        self.classes = ClassRoots(is_user)
 
     # -- bookkeeping ------------------------------------------------------------
     def _stats(self, path: str, kind: str, obj: Any, depth: int, root: str, **extra: Any) -> PathStats:
@@ -116,6 +107,7 @@ class _Walker:
             if isinstance(obj, deque):
                 stats.capacity = obj.maxlen
         stats.holds = value_kinds(obj)
+        stats.cache = cache_origin(obj)
         self.snap.paths[path] = stats
         return stats
 
@@ -216,7 +208,7 @@ class _Walker:
             if owner is not None:
                 cls = type(owner)
                 extra["owner_class"] = cls.__name__
-                extra["owner_file"] = _class_file(cls)
+                extra["owner_file"] = class_file(cls)
             elif parent.owner_file is not None:
                 extra["owner_class"] = parent.owner_class
                 extra["owner_file"] = parent.owner_file
@@ -331,67 +323,21 @@ class _Walker:
                                      for ref, step in internal_refs(obj, covered))
 
     def finish(self) -> None:
-        """Walk what C objects reference internally (noted during the walk), once every
-        named root has been walked: what a variable reaches stays the variable's. Opening
-        those may note more; they are walked in turn, within the walk's budget."""
-        while self.internal:
+        """Walk the script's classes met (:mod:`torchmem.doctor.class_walk`), then what C
+        objects reference internally (noted during the walk), once every named root has
+        been walked: what a variable reaches stays the variable's. Opening those may note
+        more; they are walked in turn, within the walk's budget."""
+        while self.internal or self.classes.pending:
+            walk_classes(self)
             pending, self.internal = self.internal, []
             for obj, path, parent, tracked, depth, root in pending:
+                if self.snap.truncated:
+                    break
                 if id(obj) in self.seen:
                     continue
                 s, t = self._child(obj, path, "internal", parent, tracked, depth, root)
                 self._walk(obj, s, t, depth, root)
-                if self.snap.truncated:
-                    self.internal.clear()
-                    return
-
-    def _attributes(self, obj: Any, parent: PathStats, tracked: list[PathStats], depth: int,
-                    root: str, push: Callable[[Any], None]) -> set[int]:
-        """Push ``obj``'s ``__dict__``/``__slots__`` values; return the ids they cover (the
-        values and the ``__dict__`` itself)."""
-        covered: set[int] = set()
-        try:
-            own = vars(obj)
-            covered.add(id(own))
-            attrs = dict(own)
-        except TypeError:
-            attrs = {}
-        for name in getattr(type(obj), "__slots__", ()) if not attrs else ():
-            if isinstance(name, str) and hasattr(obj, name):
-                attrs[name] = getattr(obj, name, None)
-        for name, value in attrs.items():
-            covered.add(id(value))
-            if isinstance(value, _ATOMIC) or not isinstance(name, str):
-                continue
-            s, t = self._child(value, f"{parent.path}.{name}", "attribute", parent, tracked,
-                               depth + 1, root, owner=obj)
-            push((value, s, t, depth + 1))
-        return covered
-
-    def _module(self, mod: torch.nn.Module, parent: PathStats, tracked: list[PathStats],
-                depth: int, root: str, push: Callable[[Any], None]) -> None:
-        base = parent.path
-        for name, child in mod._modules.items():
-            if child is not None:
-                shown = f"{base}[{name}]" if name.isdigit() else f"{base}.{name}"
-                s, t = self._child(child, shown, "attribute", parent, tracked,
-                                   depth + 1, root, owner=mod)
-                push((child, s, t, depth + 1))
-        for name, buf in mod._buffers.items():
-            if buf is not None and buf.grad_fn is not None:
-                s, t = self._child(buf, f"{base}.{name}", "attribute", parent, tracked,
-                                   depth + 1, root, owner=mod)
-                push((buf, s, t, depth + 1))
-        for hook_attr in _HOOK_DICTS:
-            hooks = getattr(mod, hook_attr, None)
-            if hooks:
-                s, t = self._child(hooks, f"{base}.{hook_attr}", "hook", parent, tracked,
-                                   depth + 1, root, owner=mod)
-                self._add(t, "hooks", len(hooks))
-                push((hooks, s, t, depth + 1))
-        for name, value in vars(mod).items():
-            if name in _MODULE_SPECIAL or name in _HOOK_DICTS or isinstance(value, _ATOMIC):
-                continue
-            s, t = self._child(value, f"{base}.{name}", "attribute", parent, tracked,
-                               depth + 1, root, owner=mod)
-            push((value, s, t, depth + 1))
+            if self.snap.truncated:
+                self.internal.clear()
+                self.classes.clear()
+                return
