@@ -42,6 +42,7 @@ import linecache
 from types import FrameType
 from typing import Any
 
+from torchmem.doctor.allocator_watch import judge_allocators
 from torchmem.doctor.causes import Evidence, diagnose
 from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
@@ -210,7 +211,8 @@ class DoctorProbe(Probe):
                 if step >= 2:
                     self._guard("garbage inspection", step, self._maybe_collect, run, step)
                     self._guard("variable snapshot", step, self._snapshot, run, step, frame)
-                    self._guard("allocator statistics", step, self._allocator, step)
+                    self._guard("allocator statistics", step, judge_allocators,
+                                self.evidence.allocator, step)
                 self._guard("gradient check", step, self._grads.start, step, frame,
                             run.main_globals, run.frames.is_user_file, run.outermost)
             finally:
@@ -279,35 +281,6 @@ class DoctorProbe(Probe):
         snaps.append(snap)
         if len(snaps) > 12:  # the first and the most recent ones are enough
             del snaps[1]
-
-    def _allocator(self, step: int) -> None:
-        """Judge each initialised CUDA device's allocator (fragmentation evidence)."""
-        import torch
-
-        if not torch.cuda.is_available() or not torch.cuda.is_initialized():
-            return
-        from torchmem.analyze.fragmentation import judge
-
-        for index in range(torch.cuda.device_count()):
-            device = f"cuda:{index}"
-            stats = torch.cuda.memory_stats(index)
-            verdict = judge(stats, device)
-            entry = self.evidence.allocator.setdefault(device, {"judged": 0, "fragmented": 0})
-            entry["judged"] += 1
-            fragmented = verdict.verdict == "fragmented" or (
-                verdict.verdict == "pressure" and verdict.ratio >= 0.2)
-            entry["fragmented"] += fragmented
-            entry.update(last_step=step, last_verdict=verdict.verdict,
-                         inactive_split=verdict.inactive_split, reserved=verdict.reserved,
-                         allocated=verdict.allocated, alloc_retries=verdict.alloc_retries,
-                         explanation=verdict.explanation, advice=list(verdict.advice[:2]),
-                         device_allocs=int(stats.get("num_device_alloc", 0) or 0),
-                         device_frees=int(stats.get("num_device_free", 0) or 0))
-            if entry["fragmented"] >= 2 and entry["fragmented"] >= entry["judged"] / 2:
-                entry["verdict"] = "fragmented"
-                entry["evidence"] = [verdict.explanation,
-                                     f"judged fragmented at {entry['fragmented']} of "
-                                     f"{entry['judged']} analysis steps"]
 
     def _maybe_collect(self, run: Run, step: int) -> None:
         """Inspect cyclic garbage: young generations each boundary, everything when needed."""
