@@ -43,6 +43,7 @@ from types import FrameType
 from typing import Any
 
 from torchmem.doctor.allocator_watch import judge_allocators
+from torchmem.doctor.backward_roots import BackwardRoots
 from torchmem.doctor.causes import Evidence, diagnose
 from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
@@ -118,6 +119,7 @@ class DoctorProbe(Probe):
         self._leaf_names: Any = None
         self._unreached: Any = None  # UnreachedSchedule in deep mode
         self._native: Any = None
+        self._roots = BackwardRoots()
 
     # -- per-step bookkeeping ---------------------------------------------------
     def _reset_step_counters(self) -> None:
@@ -152,6 +154,8 @@ class DoctorProbe(Probe):
             self._create = self._create or bool(info.get("create_graph"))
             if self.evidence.backward_site is None:
                 self.evidence.backward_site = _site(info.get("frame"))
+            if info.get("retain_graph") and not info.get("create_graph") and self.deep:
+                self._guard("backward roots", 0, self._roots.record, info.get("tensors"))
             if info.get("create_graph") and self._leaf_names is not None:
                 if self.evidence.create_graph_site is None:
                     self.evidence.create_graph_site = _site(info.get("frame"))
@@ -277,6 +281,9 @@ class DoctorProbe(Probe):
             if stats is not None and refs:
                 stats.survived = sum(r() is not None for r in refs) / len(refs)
         self._samples = samples  # weak references only: they keep nothing alive
+        roots = self.evidence.retained_roots
+        for path, count in self._roots.count(samples).items():
+            roots[path] = max(roots.get(path, 0), count)
         snaps = self.evidence.snapshots
         snaps.append(snap)
         if len(snaps) > 12:  # the first and the most recent ones are enough
