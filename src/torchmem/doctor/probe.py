@@ -351,11 +351,11 @@ class DoctorProbe(Probe):
             self._record_error("diagnosis", 0, err)
             self.findings = []
         try:
-            from torchmem.doctor.heap_gap import heap_gap_findings
+            from torchmem.doctor.heap_gap import with_heap_gap
 
             cpu = next((g for g in self.growth if g.device == "cpu"), None)
-            self.findings += heap_gap_findings(run.steps, cpu, self.evidence.snapshots,
-                                               bool(self.findings))
+            self.findings = with_heap_gap(run.steps, cpu, self.evidence.snapshots,
+                                          self.findings)
         except Exception as err:  # noqa: BLE001
             self._record_error("allocator diagnosis", 0, err)
         try:
