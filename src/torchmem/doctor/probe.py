@@ -1,8 +1,9 @@
 """The doctor's probe: cheap bookkeeping every step, deep analysis at a few boundaries.
 
 Every step (cost: a few attribute updates) the probe counts ``backward()`` calls and
-their ``retain_graph``/``create_graph`` flags, ``zero_grad()`` and ``empty_cache()``
-calls. A ``gc.callbacks`` hook counts what the automatic collector finds (no work
+their ``retain_graph``/``create_graph`` flags (and keeps weak references to the tensors a
+retained backward starts from: :mod:`torchmem.doctor.backward_roots`), ``zero_grad()`` and
+``empty_cache()`` calls. A ``gc.callbacks`` hook counts what the automatic collector finds (no work
 unless a collection runs).
 
 At a few step boundaries only -- steps 2, 4, 8, 16, ... (doubling, so ``log2(N)``
