@@ -234,7 +234,14 @@ def test_graphs_still_holding_saved_tensors_are_eval_graph_unless_backward_kept_
                saved_bytes=lambda s: 65536 * s, graph_nodes=lambda s: 5 * s, live_nodes=lambda s: 3 * s)
     (f,) = diagnose(Evidence(snapshots=snaps("preds", per), steps=16))
     assert f.cause == "eval_graph"
+    # retained backwards leave the nodes they ran through holding their saved tensors: the
+    # flag is the cause only for what a retained backward started from
+    ev = Evidence(snapshots=snaps("preds", per), steps=16, backward_steps=16, retain_graph_steps=16,
+                  retained_roots={"preds": 2})
+    assert diagnose(ev)[0].cause == "backward_flags_graph"
     ev = Evidence(snapshots=snaps("preds", per), steps=16, backward_steps=16, retain_graph_steps=16)
+    assert diagnose(ev)[0].cause == "retained_graph"
+    ev = Evidence(snapshots=snaps("preds", per), steps=16, backward_steps=16, create_graph_steps=16)
     assert diagnose(ev)[0].cause == "backward_flags_graph"
 
 

@@ -85,6 +85,38 @@ print(round(total, 3))
 
 FIXED_WIDTH = WIDTHS.replace("random.randint(200, 6000)", "3000")
 
+# a conv net run on images of a new height and width at every call: the C heap in use
+# grows with RSS (native state kept per shape) while no tensor is kept; the loop's
+# iterator keeps each image for one more step (enumerate's result tuple)
+IMAGES = """
+import random
+import torch
+from torch import nn
+
+random.seed(0)
+torch.manual_seed(0)
+net = nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+                    nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1),
+                    nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+net.eval()
+
+
+def images(n):
+    for _ in range(n):
+        yield torch.rand(1, 3, random.randint(64, 224), random.randint(64, 224))
+
+
+total = 0.0
+with torch.no_grad():
+    for i, img in enumerate(images(100)):
+        img = img.to("cpu")
+        out = net(img)
+        total += float(out.sum())
+print(round(total, 3))
+"""
+
+FIXED_IMAGES = IMAGES.replace("random.randint(64, 224)", "160")
+
 
 def test_list_emptied_each_epoch_is_found_after_a_reset(doctor):
     data, done = doctor.run(EPOCH_LOSSES, compare_stdout=True)
@@ -140,4 +172,22 @@ def test_varying_shapes_are_fragmentation_not_a_growing_variable(doctor):
 
 def test_fixed_shapes_stay_quiet(doctor):
     data, done = doctor.run(FIXED_WIDTH, compare_stdout=True)
+    assert data["findings"] == [], done.stderr
+
+
+def test_heap_that_grows_with_each_new_shape_is_fragmentation(tmp_path: Path):
+    data, done = _doctor(tmp_path, IMAGES)
+    causes = [f["cause"] for f in data["findings"]]
+    assert causes == ["fragmentation"], done.stderr  # not untracked_growth
+    f = data["findings"][0]
+    assert f["data"]["heap_grows"] is True and f["data"]["shapes"] >= 3
+    assert f["data"]["tensor_bytes_per_step"] < 0.25 * f["data"]["heap_bytes_per_step"]
+    # rebound by the loop and again by `.to()`: named where the shapes enter the model
+    assert f["culprit"]["name"] == "img"
+    assert f["culprit"]["line"] == _line(IMAGES, "out = net(img)")
+    assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in f["fix"]
+
+
+def test_fixed_image_size_stays_quiet(tmp_path: Path):
+    data, done = _doctor(tmp_path, FIXED_IMAGES)
     assert data["findings"] == [], done.stderr

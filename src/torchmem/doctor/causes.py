@@ -9,7 +9,9 @@ backward flags seen each step, gradient checks, what private garbage collections
 * a path whose tensors-with-``grad_fn`` count grows -> ``retained_graph``; if those
   graphs still hold their saved tensors (never backpropagated) -> ``eval_graph``; if
   most of the bytes are storage the views do not use -> ``view_pins_storage``; if the
-  steps ran ``backward(retain_graph=True/create_graph=True)`` -> ``backward_flags_graph``;
+  steps ran ``backward(create_graph=True)``, or ``backward(retain_graph=True)`` started from
+  the tensors kept there -> ``backward_flags_graph`` (kept tensors that no retained
+  backward started from stay ``retained_graph``: :mod:`torchmem.doctor.backward_roots`);
 * a path whose tensor count stays the same but whose reachable graph grows -> one
   tensor chains the steps: ``hidden_state_chain`` (a running scalar sum such as
   ``total += loss`` is a ``retained_graph``);
@@ -102,6 +104,14 @@ def _kind(stats: PathStats) -> str:
     return "container" if "[" in stats.path.rsplit(".", 1)[-1] else "attribute"
 
 
+def _flagged(stats: PathStats, ev: Evidence) -> bool:
+    """Whether the backward flags are why the graphs kept at ``stats`` hold their saved
+    tensors: ``create_graph=True`` made them, or what is kept is a tensor that a
+    ``backward(retain_graph=True)`` started from (:mod:`torchmem.doctor.backward_roots`).
+    A kept tensor that no backward started from holds its graph because it is kept."""
+    return bool(ev.create_graph_steps) or ev.retained_roots.get(stats.path, 0) > 0
+
+
 def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
     flags = ev.backward_steps > 0 and (ev.retain_graph_steps + ev.create_graph_steps) >= 0.5 * ev.backward_steps
     if stats.kind == "grad":  # a parameter's .grad with a graph: only create_graph makes one
@@ -112,14 +122,14 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
     if sig["grad_tensors"] >= MIN_GRAPHS_PER_STEP:
         if pinned_share >= 0.5:
             return "view_pins_storage"
-        if flags:
-            return "backward_flags_graph"
+        if flags:  # retained backwards leave the nodes they ran through looking unused
+            return "backward_flags_graph" if _flagged(stats, ev) else "retained_graph"
         if stats.live_nodes and stats.freed_nodes == 0 and stats.saved_bytes > 0:
             return "eval_graph"
         return "retained_graph"
     if sig["nodes"] >= MIN_COUNT_PER_STEP and sig["tensors"] <= 0:
         if stats.chain_numel == 1:  # a running scalar sum such as `total += loss`
-            return "backward_flags_graph" if flags else "retained_graph"
+            return "backward_flags_graph" if flags and _flagged(stats, ev) else "retained_graph"
         return "hidden_state_chain"
     if pinned_share >= 0.5:
         return "view_pins_storage"

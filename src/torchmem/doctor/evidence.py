@@ -59,6 +59,9 @@ class Evidence:
     create_graph_steps: int = 0
     backward_site: tuple[str, int, str] | None = None
     create_graph_site: tuple[str, int, str] | None = None
+    # path -> the most of its sampled tensors that a backward(retain_graph=True) started
+    # from, at one snapshot (see torchmem.doctor.backward_roots)
+    retained_roots: dict[str, int] = field(default_factory=dict)
     native_call_steps: dict[str, int] = field(default_factory=dict)
     native_call_sites: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     grad_checks: list[GradCheck] = field(default_factory=list)

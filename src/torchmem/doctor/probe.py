@@ -1,8 +1,9 @@
 """The doctor's probe: cheap bookkeeping every step, deep analysis at a few boundaries.
 
 Every step (cost: a few attribute updates) the probe counts ``backward()`` calls and
-their ``retain_graph``/``create_graph`` flags, ``zero_grad()`` and ``empty_cache()``
-calls. A ``gc.callbacks`` hook counts what the automatic collector finds (no work
+their ``retain_graph``/``create_graph`` flags (and keeps weak references to the tensors a
+retained backward starts from: :mod:`torchmem.doctor.backward_roots`), ``zero_grad()`` and
+``empty_cache()`` calls. A ``gc.callbacks`` hook counts what the automatic collector finds (no work
 unless a collection runs).
 
 At a few step boundaries only -- steps 2, 4, 8, 16, ... (doubling, so ``log2(N)``
@@ -42,6 +43,8 @@ import linecache
 from types import FrameType
 from typing import Any
 
+from torchmem.doctor.allocator_watch import judge_allocators
+from torchmem.doctor.backward_roots import BackwardRoots
 from torchmem.doctor.causes import Evidence, diagnose
 from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
@@ -117,6 +120,7 @@ class DoctorProbe(Probe):
         self._leaf_names: Any = None
         self._unreached: Any = None  # UnreachedSchedule in deep mode
         self._native: Any = None
+        self._roots = BackwardRoots()
 
     # -- per-step bookkeeping ---------------------------------------------------
     def _reset_step_counters(self) -> None:
@@ -151,6 +155,8 @@ class DoctorProbe(Probe):
             self._create = self._create or bool(info.get("create_graph"))
             if self.evidence.backward_site is None:
                 self.evidence.backward_site = _site(info.get("frame"))
+            if info.get("retain_graph") and not info.get("create_graph") and self.deep:
+                self._guard("backward roots", 0, self._roots.record, info.get("tensors"))
             if info.get("create_graph") and self._leaf_names is not None:
                 if self.evidence.create_graph_site is None:
                     self.evidence.create_graph_site = _site(info.get("frame"))
@@ -210,7 +216,8 @@ class DoctorProbe(Probe):
                 if step >= 2:
                     self._guard("garbage inspection", step, self._maybe_collect, run, step)
                     self._guard("variable snapshot", step, self._snapshot, run, step, frame)
-                    self._guard("allocator statistics", step, self._allocator, step)
+                    self._guard("allocator statistics", step, judge_allocators,
+                                self.evidence.allocator, step)
                 self._guard("gradient check", step, self._grads.start, step, frame,
                             run.main_globals, run.frames.is_user_file, run.outermost)
             finally:
@@ -275,39 +282,13 @@ class DoctorProbe(Probe):
             if stats is not None and refs:
                 stats.survived = sum(r() is not None for r in refs) / len(refs)
         self._samples = samples  # weak references only: they keep nothing alive
+        roots = self.evidence.retained_roots
+        for path, count in self._roots.count(samples).items():
+            roots[path] = max(roots.get(path, 0), count)
         snaps = self.evidence.snapshots
         snaps.append(snap)
         if len(snaps) > 12:  # the first and the most recent ones are enough
             del snaps[1]
-
-    def _allocator(self, step: int) -> None:
-        """Judge each initialised CUDA device's allocator (fragmentation evidence)."""
-        import torch
-
-        if not torch.cuda.is_available() or not torch.cuda.is_initialized():
-            return
-        from torchmem.analyze.fragmentation import judge
-
-        for index in range(torch.cuda.device_count()):
-            device = f"cuda:{index}"
-            stats = torch.cuda.memory_stats(index)
-            verdict = judge(stats, device)
-            entry = self.evidence.allocator.setdefault(device, {"judged": 0, "fragmented": 0})
-            entry["judged"] += 1
-            fragmented = verdict.verdict == "fragmented" or (
-                verdict.verdict == "pressure" and verdict.ratio >= 0.2)
-            entry["fragmented"] += fragmented
-            entry.update(last_step=step, last_verdict=verdict.verdict,
-                         inactive_split=verdict.inactive_split, reserved=verdict.reserved,
-                         allocated=verdict.allocated, alloc_retries=verdict.alloc_retries,
-                         explanation=verdict.explanation, advice=list(verdict.advice[:2]),
-                         device_allocs=int(stats.get("num_device_alloc", 0) or 0),
-                         device_frees=int(stats.get("num_device_free", 0) or 0))
-            if entry["fragmented"] >= 2 and entry["fragmented"] >= entry["judged"] / 2:
-                entry["verdict"] = "fragmented"
-                entry["evidence"] = [verdict.explanation,
-                                     f"judged fragmented at {entry['fragmented']} of "
-                                     f"{entry['judged']} analysis steps"]
 
     def _maybe_collect(self, run: Run, step: int) -> None:
         """Inspect cyclic garbage: young generations each boundary, everything when needed."""
@@ -371,11 +352,11 @@ class DoctorProbe(Probe):
             self._record_error("diagnosis", 0, err)
             self.findings = []
         try:
-            from torchmem.doctor.heap_gap import heap_gap_findings
+            from torchmem.doctor.heap_gap import with_heap_gap
 
             cpu = next((g for g in self.growth if g.device == "cpu"), None)
-            self.findings += heap_gap_findings(run.steps, cpu, self.evidence.snapshots,
-                                               bool(self.findings))
+            self.findings = with_heap_gap(run.steps, cpu, self.evidence.snapshots,
+                                          self.findings)
         except Exception as err:  # noqa: BLE001
             self._record_error("allocator diagnosis", 0, err)
         try:

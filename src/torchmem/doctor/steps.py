@@ -146,7 +146,7 @@ class StepHooks:
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
                      create_graph: bool = False, *args: Any, **kwargs: Any) -> Any:
             frame = hooks._frames.innermost(sys._getframe(1))
-            hooks._on_event("backward", {"frame": frame,
+            hooks._on_event("backward", {"frame": frame, "tensors": tensors,
                                          "retain_graph": bool(retain_graph or create_graph),
                                          "create_graph": bool(create_graph)})
             top = hooks._top
