@@ -175,8 +175,8 @@ def test_fixed_shapes_stay_quiet(doctor):
     assert data["findings"] == [], done.stderr
 
 
-def test_heap_that_grows_with_each_new_shape_is_fragmentation(tmp_path: Path):
-    data, done = _doctor(tmp_path, IMAGES)
+def test_heap_that_grows_with_each_new_shape_is_fragmentation(doctor):
+    data, done = doctor.run(IMAGES, compare_stdout=True)
     causes = [f["cause"] for f in data["findings"]]
     assert causes == ["fragmentation"], done.stderr  # not untracked_growth
     f = data["findings"][0]
@@ -184,10 +184,10 @@ def test_heap_that_grows_with_each_new_shape_is_fragmentation(tmp_path: Path):
     assert f["data"]["tensor_bytes_per_step"] < 0.25 * f["data"]["heap_bytes_per_step"]
     # rebound by the loop and again by `.to()`: named where the shapes enter the model
     assert f["culprit"]["name"] == "img"
-    assert f["culprit"]["line"] == _line(IMAGES, "out = net(img)")
+    assert f["culprit"]["line"] == doctor.line(IMAGES, "out = net(img)")
     assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in f["fix"]
 
 
-def test_fixed_image_size_stays_quiet(tmp_path: Path):
-    data, done = _doctor(tmp_path, FIXED_IMAGES)
+def test_fixed_image_size_stays_quiet(doctor):
+    data, done = doctor.run(FIXED_IMAGES, compare_stdout=True)
     assert data["findings"] == [], done.stderr
