@@ -68,6 +68,7 @@ from torch import nn
 
 random.seed(0)
 torch.manual_seed(0)
+torch.set_num_threads(1)
 model = nn.Sequential(nn.Conv1d(64, 256, 5), nn.ReLU(), nn.Conv1d(256, 64, 5))
 
 
