@@ -10,8 +10,9 @@ projects; ``benchmarks/lint_speed.py`` measures the whole linter).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
-__all__ = ["FIELDS", "all_statements", "child_nodes", "fields"]
+__all__ = ["FIELDS", "all_statements", "child_nodes", "fields", "scope_nodes"]
 
 #: fields that never hold a node worth visiting (operators, contexts, plain values)
 _SKIP_FIELDS = frozenset({"ctx", "type_comment", "op", "ops", "attr", "id", "arg", "kind",
@@ -64,3 +65,17 @@ def all_statements(node: ast.AST) -> list[ast.AST]:
                         out.append(item)
                     todo.append(item)  # an except handler or a match case holds a body
     return out
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def scope_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of ``body`` (contexts and operators included, as ``ast.walk`` yields
+    them), not descending into nested functions, lambdas or classes: the code of one
+    scope."""
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))

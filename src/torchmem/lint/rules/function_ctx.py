@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import scope_nodes
 from torchmem.lint.registry import Rule, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,22 +28,13 @@ __all__ = ["FunctionCtxKeepsOutput"]
 _FUNCTION_BASES = frozenset({
     "torch.autograd.Function", "torch.autograd.function.Function",
     "torch.autograd.InplaceFunction", "torch.autograd.function.InplaceFunction"})
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
-
-def _walk(body: list[ast.stmt]):
-    """The nodes of ``body``, not descending into nested functions or classes."""
-    todo: list[ast.AST] = list(body)
-    while todo:
-        node = todo.pop()
-        yield node
-        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
 
 
 def _returned(fn: ast.FunctionDef) -> set[str]:
     """Names ``fn`` returns, alone or as elements of a returned tuple."""
     names: set[str] = set()
-    for node in _walk(fn.body):
+    for node in scope_nodes(fn.body):
         if type(node) is ast.Return and node.value is not None:
             value = node.value
             elts = value.elts if type(value) in (ast.Tuple, ast.List) else [value]
@@ -53,7 +45,7 @@ def _returned(fn: ast.FunctionDef) -> set[str]:
 def _bound_lines(fn: ast.FunctionDef, name: str) -> list[int]:
     """Lines where ``fn`` binds ``name`` (assignments and loop targets)."""
     lines = []
-    for node in _walk(fn.body):
+    for node in scope_nodes(fn.body):
         targets: list[ast.AST] = []
         if type(node) is ast.Assign:
             targets = list(node.targets)
@@ -81,7 +73,7 @@ def _kept_outputs(fn: ast.FunctionDef) -> list[tuple[ast.Assign, str, str]]:
     else:
         outputs, returned = None, _returned(fn)
     found = []
-    for node in _walk(fn.body):
+    for node in scope_nodes(fn.body):
         if type(node) is not ast.Assign or len(node.targets) != 1:
             continue
         target, value = node.targets[0], node.value

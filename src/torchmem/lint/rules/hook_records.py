@@ -27,6 +27,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import scope_nodes
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._graph_hook_cycle import cycle_stores
 
@@ -40,20 +41,11 @@ _REGISTER = frozenset({"register_forward_hook", "register_forward_pre_hook",
                        "register_full_backward_pre_hook"})
 _GROW = frozenset({"append", "extend", "insert"})
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 #: the dictionaries of a module's hooks: a class that reaches into them removes hooks by hand
 _HOOK_DICTS = frozenset({"_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                          "_backward_pre_hooks"})
 _EMPTY_CALLS = frozenset({"list", "dict", "deque", "OrderedDict", "defaultdict"})
 
-
-def _walk(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """The nodes of ``body``, not descending into nested functions or classes."""
-    todo: list[ast.AST] = list(body)
-    while todo:
-        node = todo.pop()
-        yield node
-        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
 
 
 def _self_attr(node: ast.AST, self_name: str) -> str | None:
@@ -73,7 +65,7 @@ def _appends(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.Call]:
     found: dict[str, ast.Call] = {}
     if me is None:
         return found
-    for node in _walk(fn.body):
+    for node in scope_nodes(fn.body):
         if type(node) is ast.Call and type(node.func) is ast.Attribute and \
                 node.func.attr in _GROW:
             attr = _self_attr(node.func.value, me)
@@ -86,10 +78,10 @@ def _records(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether ``fn`` appends to something it does not bind itself (a record kept after
     the call: an attribute, a closure's or a global list)."""
     local = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    for node in _walk(fn.body):
+    for node in scope_nodes(fn.body):
         if type(node) is ast.Assign:
             local.update(t.id for t in node.targets if type(t) is ast.Name)
-    for node in _walk(fn.body):
+    for node in scope_nodes(fn.body):
         if type(node) is ast.Call and type(node.func) is ast.Attribute and \
                 node.func.attr in _GROW:
             root = node.func.value
@@ -108,7 +100,7 @@ def _emptied(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     found: set[str] = set()
     if me is None:
         return found
-    for node in _walk(fn.body):
+    for node in scope_nodes(fn.body):
         if type(node) is ast.Assign:
             value = node.value
             empty = (type(value) in (ast.List, ast.Dict, ast.Tuple) and not (
@@ -142,8 +134,8 @@ def _registrations(cls: ast.ClassDef) -> Iterator[tuple[ast.FunctionDef | ast.As
     for fn in cls.body:
         if not isinstance(fn, _FUNCS):
             continue
-        dropped = {id(s.value) for s in _walk(fn.body) if type(s) is ast.Expr}
-        for node in _walk(fn.body):
+        dropped = {id(s.value) for s in scope_nodes(fn.body) if type(s) is ast.Expr}
+        for node in scope_nodes(fn.body):
             if type(node) is ast.Call and type(node.func) is ast.Attribute and \
                     node.func.attr in _REGISTER and node.args:
                 yield fn, node, id(node) in dropped
@@ -180,7 +172,7 @@ def _from_outside(target: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef,
         return depth > 0
     if node.id in params:
         return True
-    for stmt in _walk(fn.body):
+    for stmt in scope_nodes(fn.body):
         if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == node.id
                                             for t in stmt.targets):
             return _made_from_outside(stmt.value, fn, params, seen | {node.id})
@@ -200,7 +192,7 @@ def _made_from_outside(value: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionD
         root = root.func if type(root) is ast.Call else root.value  # type: ignore[attr-defined]
     local = type(root) is ast.Name and (root.id in params or any(
         type(s) is ast.Assign and any(type(t) is ast.Name and t.id == root.id
-                                      for t in s.targets) for s in _walk(fn.body)))
+                                      for t in s.targets) for s in scope_nodes(fn.body)))
     if type(func) is ast.Attribute and (local or type(func.value) is ast.Call):
         return _made_from_outside(func.value, fn, params, seen)
     given = list(value.args) + [k.value for k in value.keywords]
@@ -379,7 +371,7 @@ class HookRecordsKept(Rule):
         classes = _classes(ctx)
         if attr is not None:
             for method in methods.values():
-                for stmt in _walk(method.body):
+                for stmt in scope_nodes(method.body):
                     if type(stmt) is ast.Assign and type(stmt.value) is ast.Call and \
                             type(stmt.value.func) is ast.Name and \
                             stmt.value.func.id in classes and any(
@@ -391,7 +383,7 @@ class HookRecordsKept(Rule):
                             return True
             return False
         if type(hook) is ast.Name and ctx.tree is not None and not any(
-                isinstance(s, _FUNCS) and s.name == hook.id for s in _walk(fn.body)):
+                isinstance(s, _FUNCS) and s.name == hook.id for s in scope_nodes(fn.body)):
             # a function of the module; a closure of the method records into the method's
             # own lists, read right after (a one-shot capture), and is not followed
             for stmt in ctx.tree.body:

@@ -15,6 +15,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import scope_nodes
 from torchmem.lint.registry import Rule, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,21 +23,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["LoadedCheckpointKept"]
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 #: words that name an accelerator device in a ``map_location`` variable
 _DEVICE_WORDS = ("device", "cuda", "gpu")
 #: calls on the loaded dictionary that read it (``ckpt.get("model")``, ``ckpt.keys()``)
 _READS = frozenset({"get", "keys", "items", "values"})
 
-
-def _walk(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """The nodes of ``body``, not descending into nested functions or classes."""
-    todo: list[ast.AST] = list(body)
-    while todo:
-        node = todo.pop()
-        yield node
-        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
 
 
 def _on_device(value: ast.expr) -> bool:
@@ -63,7 +55,7 @@ def _fn_body(ctx: Context) -> list[ast.stmt]:
 
 def _uses(body: list[ast.stmt], name: str) -> Iterator[tuple[ast.Name, ast.AST | None]]:
     """Each ``Name`` node of ``name`` in ``body`` with its parent."""
-    for node in _walk(body):
+    for node in scope_nodes(body):
         for child in ast.iter_child_nodes(node):
             if type(child) is ast.Name and child.id == name:
                 yield child, node
@@ -152,7 +144,7 @@ class LoadedCheckpointKept(Rule):
         name = node.targets[0].id
         body = _fn_body(ctx)
         last = node.end_lineno or node.lineno
-        for stmt in _walk(body):
+        for stmt in scope_nodes(body):
             if stmt is node:
                 continue
             if type(stmt) in (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With,
@@ -169,12 +161,12 @@ class LoadedCheckpointKept(Rule):
             last = max(last, use.end_lineno or use.lineno)
             if type(parent) is ast.Subscript:
                 aliases.append(parent)
-        for stmt in _walk(body):  # state = ckpt["model"]: the loaded tensors under a new name
+        for stmt in scope_nodes(body):  # state = ckpt["model"]: the loaded tensors under a new name
             if type(stmt) is ast.Assign and any(stmt.value is a for a in aliases):
                 for target in stmt.targets:
                     if type(target) is ast.Name:
                         last = max([last] + [u.lineno for u, _ in _uses(body, target.id)])
-        loop = min((n.lineno for n in _walk(body) if isinstance(n, _LOOPS)
+        loop = min((n.lineno for n in scope_nodes(body) if isinstance(n, _LOOPS)
                     and n.lineno > last), default=None)
         if loop is None:
             return
