@@ -6,12 +6,7 @@ Real torch, the real command line on real scripts."""
 from __future__ import annotations
 
 import gc
-import json
-import subprocess
-import sys
-import textwrap
 import weakref
-from pathlib import Path
 
 import pytest
 import torch
@@ -49,25 +44,6 @@ print(round(float(torch.stack(reports).mean()), 4))
 ROOTS = REPORT.replace("reports.append(report)", "reports.append(losses[0])")
 
 
-def _doctor(tmp_path: Path, source: str) -> tuple[dict, subprocess.CompletedProcess]:
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(source), encoding="utf-8")
-    capture = tmp_path / "capture.json"
-    done = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify", "--json",
-                           str(capture), str(script)],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
-    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           timeout=600, check=True)
-    assert done.stdout == plain.stdout  # the script's own output, untouched
-    return json.loads(capture.read_text()), done
-
-
-def _line(source: str, text: str) -> int:
-    lines = textwrap.dedent(source).splitlines()
-    return next(i for i, line in enumerate(lines, 1) if text in line)
-
-
 def test_roots_are_recorded_weakly_and_forgotten_when_they_die():
     roots = BackwardRoots()
     w = torch.randn(4, requires_grad=True)
@@ -87,18 +63,18 @@ def test_roots_are_recorded_weakly_and_forgotten_when_they_die():
 
 
 @pytest.mark.slow
-def test_kept_report_loss_after_retained_backwards_is_retained_graph(tmp_path: Path):
-    data, done = _doctor(tmp_path, REPORT)
+def test_kept_report_loss_after_retained_backwards_is_retained_graph(doctor):
+    data, done = doctor.run(REPORT, compare_stdout=True)
     causes = [f["cause"] for f in data["findings"]]
     assert "backward_flags_graph" not in causes, done.stderr
     f = next(f for f in data["findings"] if f["cause"] == "retained_graph")
     assert f["culprit"]["name"] == "reports"
-    assert f["culprit"]["line"] == _line(REPORT, "reports.append(report)")
+    assert f["culprit"]["line"] == doctor.line(REPORT, "reports.append(report)")
 
 
 @pytest.mark.slow
-def test_kept_root_of_a_retained_backward_is_backward_flags_graph(tmp_path: Path):
-    data, done = _doctor(tmp_path, ROOTS)
+def test_kept_root_of_a_retained_backward_is_backward_flags_graph(doctor):
+    data, done = doctor.run(ROOTS, compare_stdout=True)
     f = data["findings"][0]
     assert f["cause"] == "backward_flags_graph", done.stderr
     assert f["culprit"]["name"] == "reports"
