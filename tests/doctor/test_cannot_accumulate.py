@@ -12,12 +12,6 @@ Both were found on GPU scripts of the doctor's corpus, run on a real device.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 RANDOM_BATCHES = """
     import torch
 
@@ -76,37 +70,31 @@ BOUNDED = """
 """
 
 
-def _doctor(tmp_path: Path, source: str) -> dict:
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(source), encoding="utf-8")
-    out = tmp_path / "capture.json"
-    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify", "--json",
-                           str(out), str(script)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "done\n"
-    return json.loads(out.read_text(encoding="utf-8"))
+def _findings(doctor, source: str) -> list[dict]:
+    data, done = doctor.run(source)
+    assert done.stdout == "done\n"
+    return data["findings"]
 
 
-def test_variables_rebound_to_fresh_tensors_of_growing_size_are_not_culprits(tmp_path):
-    data = _doctor(tmp_path, RANDOM_BATCHES)
-    names = [f["culprit"]["name"] for f in data["findings"] if f.get("culprit")]
-    assert "x" not in names and "y" not in names, data["findings"]
+def test_variables_rebound_to_fresh_tensors_of_growing_size_are_not_culprits(doctor):
+    findings = _findings(doctor, RANDOM_BATCHES)
+    names = [f["culprit"]["name"] for f in findings if f.get("culprit")]
+    assert "x" not in names and "y" not in names, findings
 
 
-def test_a_tensor_rebound_from_its_old_value_still_grows(tmp_path):
-    data = _doctor(tmp_path, CAT_GROWTH)
-    (finding,) = [f for f in data["findings"] if f["culprit"]["name"] == "seen"]
+def test_a_tensor_rebound_from_its_old_value_still_grows(doctor):
+    findings = _findings(doctor, CAT_GROWTH)
+    (finding,) = [f for f in findings if f["culprit"]["name"] == "seen"]
     assert finding["cause"] == "growing_container"
     assert finding["culprit"]["code"] == "seen = torch.cat([seen, y.detach()])"
 
 
-def test_a_deque_with_maxlen_filling_all_run_is_bounded(tmp_path):
-    data = _doctor(tmp_path, BOUNDED.replace("KEPT", "torch.randn(4096)"))
-    assert [f for f in data["findings"] if f.get("culprit")] == []
+def test_a_deque_with_maxlen_filling_all_run_is_bounded(doctor):
+    findings = _findings(doctor, BOUNDED.replace("KEPT", "torch.randn(4096)"))
+    assert [f for f in findings if f.get("culprit")] == []
 
 
-def test_a_deque_with_maxlen_that_keeps_graphs_is_still_reported(tmp_path):
-    data = _doctor(tmp_path, BOUNDED.replace("KEPT", "loss"))
-    (finding,) = [f for f in data["findings"] if f["culprit"]["name"] == "window"]
+def test_a_deque_with_maxlen_that_keeps_graphs_is_still_reported(doctor):
+    findings = _findings(doctor, BOUNDED.replace("KEPT", "loss"))
+    (finding,) = [f for f in findings if f["culprit"]["name"] == "window"]
     assert finding["cause"] == "retained_graph"

@@ -5,11 +5,9 @@ that also run many forwards per backward stay quiet."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -211,22 +209,6 @@ print(len(preds))
 """
 
 
-def _doctor(tmp_path: Path, source: str) -> tuple[dict, subprocess.CompletedProcess]:
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(source), encoding="utf-8")
-    capture = tmp_path / "capture.json"
-    done = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--interval", "0",
-                           "--no-verify", "--json", str(capture), str(script)],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
-    return json.loads(capture.read_text()), done
-
-
-def _line(source: str, text: str) -> int:
-    lines = textwrap.dedent(source).splitlines()
-    return next(i for i, line in enumerate(lines, 1) if text in line)
-
-
 def _phases(data: dict) -> dict[str, tuple[int, int]]:
     return {p["kind"]: (p["passes"], p["steps"]) for p in data["phases"]}
 
@@ -243,12 +225,12 @@ def _phases(data: dict) -> dict[str, tuple[int, int]]:
     (STREAM_STATE, "hidden_state_chain", "hidden", "out, hidden = rnn(", 3, 72),
 ], ids=["validate-function", "validate-then-train-mode", "test-loop-module-level", "final-test", "stream-state"])
 def test_an_evaluation_loop_without_eval_that_keeps_graphs_is_found(
-        tmp_path, source, cause, name, statement, passes, forwards):
-    data, done = _doctor(tmp_path, source)
+        doctor, source, cause, name, statement, passes, forwards):
+    data, done = doctor.run(source, "--interval", "0", "--no-verify")
     found = [f for f in data["findings"] if f["cause"] == cause]
     assert found, done.stderr
     culprit = found[0]["culprit"]
-    assert (culprit["name"], culprit["line"]) == (name, _line(source, statement))
+    assert (culprit["name"], culprit["line"]) == (name, doctor.line(source, statement))
     assert any("no backward went through" in e for e in found[0]["evidence"])
     assert found[0]["data"]["phase"] == "eval-grad"
     assert _phases(data)["eval-grad"] == (passes, forwards)
@@ -256,8 +238,8 @@ def test_an_evaluation_loop_without_eval_that_keeps_graphs_is_found(
 
 
 @pytest.mark.slow
-def test_evaluation_under_no_grad_is_a_quiet_pass_of_its_own(tmp_path):
-    data, done = _doctor(tmp_path, HEALTHY_EVALUATION)
+def test_evaluation_under_no_grad_is_a_quiet_pass_of_its_own(doctor):
+    data, done = doctor.run(HEALTHY_EVALUATION, "--interval", "0", "--no-verify")
     assert data["findings"] == [], done.stderr
     # 10 batches of model + criterion, then 10 predictions: 30 forwards per pass
     assert _phases(data) == {"train": (4, 24), "eval-no-grad": (3, 90)}
@@ -267,8 +249,8 @@ def test_evaluation_under_no_grad_is_a_quiet_pass_of_its_own(tmp_path):
 @pytest.mark.parametrize("source, steps", [
     (ACCUMULATED_LOSS, 24), (POLICY_GRADIENT, 30), (GAN, 80), (SIAMESE, 40),
 ], ids=["accumulated-loss", "policy-gradient", "gan", "siamese"])
-def test_many_forwards_per_backward_are_training_steps_not_passes(tmp_path, source, steps):
-    data, done = _doctor(tmp_path, source)
+def test_many_forwards_per_backward_are_training_steps_not_passes(doctor, source, steps):
+    data, done = doctor.run(source, "--interval", "0", "--no-verify")
     assert data["findings"] == [], done.stderr
     assert data["step_source"] == "optimizer"
     # the GAN's samples (8 forwards of G) are fewer than two steps' worth (5 + 2)
@@ -276,8 +258,8 @@ def test_many_forwards_per_backward_are_training_steps_not_passes(tmp_path, sour
 
 
 @pytest.mark.slow
-def test_an_inference_script_has_no_passes(tmp_path):
-    data, done = _doctor(tmp_path, INFERENCE_ONLY)
+def test_an_inference_script_has_no_passes(doctor):
+    data, done = doctor.run(INFERENCE_ONLY, "--interval", "0", "--no-verify")
     assert data["findings"] == [], done.stderr
     assert _phases(data) == {"inference": (1, 40)}
 
