@@ -26,7 +26,9 @@ helpers, callers) sees the other files. This script measures the same commits th
   on both sides (same rule and message, one for one) are left out, then **caught** = a
   finding on the changed statements before the fix and none of the same rule after it;
   **flagged after fix**; **missed**. A commit whose repository or commits cannot be read
-  is kept as **no checkout**.
+  is kept as **no checkout**, one where the CLI exits with an error as **lint failed**;
+  a fixed file that the linter cannot read (``E902``, ``E999``) is scored (missed) and
+  counted as **file not linted**.
 
 Each commit is also scored on its excerpts with ``lint_recall.evaluate`` so that the
 table shows which commits the whole project changes.
@@ -40,9 +42,10 @@ only from there; none of it belongs in this repository.
 
 Usage:
     python benchmarks/lint_recall_project.py --mirrors DIR_OR_JSON [--corpus DIR ...]
-        [--only ID,ID] [--select CODES] [--markdown] [--json OUT]
+        [--only ID,ID] [--select CODES] [--markdown] [--json OUT] [--diff-lines-only]
 
-Cost: two lint runs of each whole project per commit (the linter reads ~60k lines/s).
+Cost: two lint runs of each whole project per commit: the 132 commits of the five
+development corpora (3.0M lines at their parent commits) take about five minutes.
 """
 
 from __future__ import annotations
@@ -239,8 +242,10 @@ def evaluate_commit(entry: dict, git_dir: Path | None, select: str = "ALL",
 
 
 def evaluate_corpora(corpora: list[Path], mirrors: Path, select: str = "ALL",
-                     only: set[str] | None = None, progress=None) -> list[ProjectOutcome]:
-    """Every commit of every corpus (or those of ``only``), in the project and in excerpts."""
+                     only: set[str] | None = None, progress=None,
+                     carry: bool = True) -> list[ProjectOutcome]:
+    """Every commit of every corpus (or those of ``only``), in the project and in excerpts;
+    ``carry=False`` scores the diff's lines only."""
     results = []
     for corpus in corpora:
         excerpt = {o.entry["id"]: o.status for o in evaluate(corpus, select)}
@@ -248,7 +253,7 @@ def evaluate_corpora(corpora: list[Path], mirrors: Path, select: str = "ALL",
             if only is not None and entry["id"] not in only:
                 continue
             result = evaluate_commit(entry, find_git_dir(entry["repo"], mirrors), select,
-                                     corpus.name, corpus / entry["id"])
+                                     corpus.name, corpus / entry["id"] if carry else None)
             result.excerpt = excerpt[entry["id"]]
             results.append(result)
             if progress:
@@ -322,12 +327,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--select", default="ALL", help="rule selection passed to torchmem lint")
     ap.add_argument("--markdown", action="store_true", help="print Markdown tables")
     ap.add_argument("--json", help="also write the per-commit results to this JSON file")
+    ap.add_argument("--diff-lines-only", action="store_true",
+                    help="score the diff's changed lines only, without the excerpt's lines")
     args = ap.parse_args(argv)
     corpora = [Path(c) for c in args.corpus or [DEFAULT_CORPUS]]
     only = set(args.only.split(",")) if args.only else None
     try:
         results = evaluate_corpora(corpora, Path(args.mirrors), args.select, only,
-                                   progress=lambda r: print(_line(r), file=sys.stderr, flush=True))
+                                   progress=lambda r: print(_line(r), file=sys.stderr, flush=True),
+                                   carry=not args.diff_lines_only)
     except CorpusError as exc:
         print(f"lint_recall_project: error: {exc}", file=sys.stderr)
         return 2
