@@ -269,7 +269,8 @@ def _line(r: ProjectOutcome) -> str:
 
 
 def render(results: list[ProjectOutcome], markdown: bool = False) -> str:
-    """Per-commit table, per-corpus summary, then the commits the whole project changes."""
+    """Per-commit table, per-corpus and per-rule summaries, then the commits the whole
+    project changes."""
     link = (lambda r: f"[{r.entry['id']}]({r.entry['url']})") if markdown else (
         lambda r: r.entry["id"])
     rows = []
@@ -303,6 +304,13 @@ def render(results: list[ProjectOutcome], markdown: bool = False) -> str:
                          "no checkout or lint failed",
                          "file not linted", "excerpt caught", "differs from excerpt"],
                         summary, markdown))
+    by_rule: dict[str, list[ProjectOutcome]] = defaultdict(list)
+    for r in results:
+        by_rule[r.entry["expected_rule"] or "none"].append(r)
+    parts.append(_table(["expected rule", "commits", "caught", "excerpt caught"], [
+        [rule, str(len(g)), _pct(sum(r.status == "caught" for r in g), len(g)),
+         _pct(sum(r.excerpt == "caught" for r in g), len(g))]
+        for rule, g in sorted(by_rule.items())], markdown))
     differ = [f"{r.corpus}/{r.entry['id']}: {r.excerpt} in the excerpt, {r.status} in the project"
               + (f" (the file is not linted: {r.path_errors[0]})" if r.path_errors else "")
               for r in results if r.outcome is not None and r.status != r.excerpt]
