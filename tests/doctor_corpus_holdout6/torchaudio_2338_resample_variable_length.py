@@ -3,8 +3,9 @@
 #   audio of random length from 44.1 kHz to 16 kHz, iterated through a DataLoader);
 #   torchaudio is not installed, so torchaudio.functional.resample and its two helpers are
 #   copied in (the sinc_interp_hann path of torchaudio's implementation); lengths 1e7-2e7 ->
-#   1e6-2e6 samples, 11111 items -> 300, num_workers=os.cpu_count() -> 0 (the growth then
-#   happens in this process rather than in each worker), rich's track -> a plain loop; seeded.
+#   1e6-2e6 samples, 11111 items -> 300, num_workers=os.cpu_count() -> 0 (every item is then
+#   resampled in this process), rich's track -> a plain loop, the commented-out fixed-length
+#   variant dropped; seeded.
 import math
 import random
 
@@ -68,7 +69,6 @@ class F:
 class TestResampleDataset(Dataset):
     def __getitem__(self, idx):
         audio = torch.rand((random.randint(10**6, 2 * 10**6)))
-        # audio = torch.rand((2 * 10 ** 6))  # using this audio instead does not lead to memory leak
         audio = F.resample(audio, 44_100, 16_000)
         return audio
 
