@@ -1,11 +1,12 @@
 """Integrity of the lint recall corpora: data only, not the linter's recall.
 
-Six corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
+Seven corpora share one format: ``benchmarks/lint_recall`` (the rules were improved against
 its commits), ``benchmarks/lint_recall_holdout`` (commits from other repositories, scored
 once, then used to build mechanisms), ``benchmarks/lint_recall_holdout2``,
 ``benchmarks/lint_recall_holdout3`` and ``benchmarks/lint_recall_holdout4`` (commits from yet
 other repositories, chosen without running the linter, scored once, then used) and
-``benchmarks/lint_recall_holdout5`` (the same again, to be scored once). Each entry of
+``benchmarks/lint_recall_holdout5`` and ``benchmarks/lint_recall_holdout6`` (the same again,
+each to be scored once). Each entry of
 ``commits.json`` names a real public fix commit, and its directory holds small adapted
 excerpts of the file before and after the fix, plus, where the buggy flow crosses files, the
 ``context_files`` the entry lists: excerpts of the modules ``before.py`` imports, at the
@@ -35,7 +36,8 @@ CORPORA = {ROOT / "benchmarks" / "lint_recall": 40,
            ROOT / "benchmarks" / "lint_recall_holdout2": 20,
            ROOT / "benchmarks" / "lint_recall_holdout3": 20,
            ROOT / "benchmarks" / "lint_recall_holdout4": 20,
-           ROOT / "benchmarks" / "lint_recall_holdout5": 20}
+           ROOT / "benchmarks" / "lint_recall_holdout5": 20,
+           ROOT / "benchmarks" / "lint_recall_holdout6": 20}
 
 
 def _entries(corpus: Path) -> list:
@@ -174,7 +176,7 @@ def test_context_files_are_small_linked_excerpts_at_the_parent(corpus, entry, re
 
 
 @pytest.mark.parametrize("name", ["lint_recall_holdout3", "lint_recall_holdout4",
-                                  "lint_recall_holdout5"])
+                                  "lint_recall_holdout5", "lint_recall_holdout6"])
 def test_later_corpora_have_multi_file_commits(name):
     entries = _entries(ROOT / "benchmarks" / name)
     assert any(_context_files(e) for e in entries)
