@@ -90,7 +90,8 @@ def _files(stats: PathStats) -> list[str]:
 def _statement(stats: PathStats, want: str) -> Statement | None:
     hook = want == "hook"
     found = find_statements(stats.path, _files(stats), hook=hook)
-    return best_statement(found, want, function=stats.function, exact=stats.path)
+    return best_statement(found, want, function=stats.function, exact=stats.path,
+                          brings_graph=want == "chain" and stats.passes > 0)
 
 
 def _kind(stats: PathStats) -> str:
