@@ -148,3 +148,32 @@ def test_name_mangled_attribute_matches_inside_its_class_only(tmp_path):
     found = find_statements("dataset._memoize__cache", [file])
     assert [s.line for s in found] == [7, 8]  # not `Other`'s `_Other__cache`
     assert best_statement(found, "container").line == 8
+
+
+FRESH = """
+    import random
+    import torch
+
+
+    def run(model):
+        x = torch.randn(random.randint(10, 300), 64)
+        x.clamp_(min=0)
+        return model(x)
+"""
+
+
+def test_in_place_update_does_not_make_a_fresh_local_accumulate(tmp_path):
+    from torchmem.doctor.path_trend import _rebound_fresh
+    from torchmem.doctor.pathstats import PathStats
+
+    file = _write(tmp_path, FRESH)
+    sig = {"bytes": 4096.0, "grad_tensors": 0.0, "nodes": 0.0, "hooks": 0.0, "tensors": 0.0,
+           "items": 0.0}
+    stats = PathStats(path="x", kind="local", type="Tensor", depth=0, root="x", function="run",
+                      file=file, tensors=1, storage_bytes=64 * 300 * 4, survived=0.0)
+    assert _rebound_fresh(stats, sig)  # rebound each call; clamp_ changes that value only
+    kept = _write(tmp_path, FRESH.replace("x = torch.randn(", "x = torch.cat([x, torch.randn(")
+                  .replace(", 64)\n", ", 64)])\n"))
+    assert not _rebound_fresh(PathStats(**{**{f: getattr(stats, f) for f in (
+        "path", "kind", "type", "depth", "root", "function", "tensors", "storage_bytes",
+        "survived")}, "file": kept}), sig)  # near miss: reads its old value
