@@ -43,6 +43,7 @@ from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.chained_attrs import chained_attribute, chained_text
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
+from torchmem.doctor.filled_held import filled_findings
 from torchmem.doctor.fixes import TITLES
 from torchmem.doctor.held import (
     grad_cycle_findings,
@@ -89,7 +90,8 @@ def _files(stats: PathStats) -> list[str]:
 def _statement(stats: PathStats, want: str) -> Statement | None:
     hook = want == "hook"
     found = find_statements(stats.path, _files(stats), hook=hook)
-    return best_statement(found, want, function=stats.function, exact=stats.path)
+    return best_statement(found, want, function=stats.function, exact=stats.path,
+                          brings_graph=want == "chain" and stats.passes > 0)
 
 
 def _kind(stats: PathStats) -> str:
@@ -385,6 +387,7 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
                                    ev.native_call_sites, ev.backward_site,
                                    explained or bool(python) or bool(held))
+    findings += filled_findings(snaps, ev.steps, any(f.cause != "grad_not_cleared" for f in findings))
     findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))

@@ -69,6 +69,12 @@ def calibrate(findings: Sequence[Finding], growth: Sequence[Growth]) -> list[Fin
             out.append(f)
             continue
         cap, sentence = _sentence(g, f.device)
+        if "fill_steps" in f.data and g is not None and g.verdict == "flat":
+            # growth that stopped (doctor/filled_held.py): held memory, not a slope
+            sentence = (f"{f.device} memory is flat over steps {g.first_step}-{g.last_step} "
+                        f"({g.reason}): this finding is memory held since steps "
+                        f"{f.data['fill_steps'][0]}-{f.data['fill_steps'][1]}, not growth "
+                        "that continues")
         out.append(dataclasses.replace(
             f, confidence=_at_most(f.confidence, cap), evidence=(*f.evidence, sentence),
             data={**f.data, "device_growth": g.verdict if g is not None else "unmeasured"}))

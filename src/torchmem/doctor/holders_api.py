@@ -131,7 +131,8 @@ def _statement(path: str, file: str | None, function: str) -> Any:
         found = find_statements(root, [file])
     except Exception:  # noqa: BLE001 - an unreadable or odd file: no line
         return None
-    found = [s for s in found if s.value not in _INITIAL]  # `x = []` put nothing there
+    # `x = []` put nothing there; `x.add_(v)` changed what was already there
+    found = [s for s in found if s.value not in _INITIAL and s.kind != "inplace"]
     if function != "<module>":  # a local: another function's variable of that name is not it
         name = re.split(r"[.\[]", root, maxsplit=1)[0]
         found = [s for s in found if s.function == function

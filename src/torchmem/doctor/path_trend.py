@@ -196,6 +196,8 @@ def _rebound_fresh(stats: PathStats, sig: dict[str, float]) -> bool:
         # another function (`x = self.embed(x)` in `forward`) is another variable
         own = [s for s in found if s.function == stats.function]
         found = own or found
+    # an in-place update (`x.clamp_(0)`) changes the value it was just bound to: no binding
+    found = [s for s in found if s.kind != "inplace"]
     return bool(found) and all(s.kind == "rebind" for s in found)
 
 

@@ -9,6 +9,8 @@ list the statements that grow or rebind it:
 * subscript assignments ``<x>[k] = ...``,
 * rebinding assignments ``<x> = f(..., <x>, ...)`` (``h = model(x, h)``,
   ``out, (h, c) = lstm(x, (h, c))``, ``self.memory = self.memory * 0.9 + m``),
+* in-place method calls on it ``<x>.mul_(m).add_(v)`` (a running statistic updated in
+  place extends its graph),
 * ``register_*_hook(...)`` calls for hook dicts.
 
 Expressions are compared with subscripts removed and by their trailing names, so
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from torchmem.doctor.operands import brings_other_value
 from torchmem.doctor.path_keys import writes_other_key
 
 __all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path",
@@ -33,6 +36,17 @@ __all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path
 
 _ADDERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault",
                      "appendleft", "extendleft", "put", "put_nowait", "__setitem__"})
+
+
+#: in-place methods that reset or re-initialise a tensor rather than build on its value
+_RESETS = frozenset({"zero_", "fill_", "detach_", "requires_grad_", "share_memory_", "normal_",
+                     "uniform_", "random_", "bernoulli_", "exponential_", "resize_", "set_"})
+
+
+def _in_place(method: str) -> bool:
+    """A tensor method that updates its receiver in place from its old value (``add_``)."""
+    return len(method) > 1 and method.endswith("_") and not method.startswith("_") \
+        and method not in _RESETS
 
 
 @dataclass(frozen=True)
@@ -43,12 +57,15 @@ class Statement:
         file, line: where it is (1-based line).
         code: the source line, stripped.
         kind: ``add`` (append-like call), ``augassign``, ``setitem``, ``assign``
-            (rebinding that reads the old value), ``rebind`` (plain rebinding) or ``hook``.
+            (rebinding that reads the old value), ``rebind`` (plain rebinding), ``inplace``
+            (an in-place method call on it, ``x.mul_(m).add_(v)``) or ``hook``.
         function: the enclosing function (``<module>`` at top level).
         in_loop: the statement sits inside a ``for``/``while`` loop of its function.
         value: source text of what is added or assigned (``loss`` in ``losses.append(loss)``).
         target: source text of the culprit expression as written there.
         method: the method called for ``add``/``hook`` kinds (``append``, ``register_forward_hook``).
+        brings: the value reads something besides the culprit's old value that may carry a
+            graph (:func:`~torchmem.doctor.operands.brings_other_value`).
     """
 
     file: str
@@ -60,6 +77,7 @@ class Statement:
     value: str | None = None
     target: str | None = None
     method: str | None = None
+    brings: bool = False
 
 
 def parse_path(path: str) -> list[str]:
@@ -178,6 +196,7 @@ class _Finder(ast.NodeVisitor):
         self.loops = 0
         self.found: list[Statement] = []
         self.aliases: set[str] = set()  # local names bound to the culprit in this function
+        self.inner: set[int] = set()  # calls inside an in-place chain already recorded
 
     def _hit(self, expr: ast.AST) -> bool:
         if _matches(expr, self.wanted):
@@ -193,7 +212,8 @@ class _Finder(ast.NodeVisitor):
             file=self.file, line=line, code=code, kind=kind, function=self.function,
             in_loop=self.loops > 0,
             value=ast.unparse(value) if value is not None else None,
-            target=ast.unparse(target) if target is not None else None, method=method))
+            target=ast.unparse(target) if target is not None else None, method=method,
+            brings=value is not None and brings_other_value(value, self._hit)))
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         saved = self.function, self.loops, self.aliases
@@ -203,6 +223,15 @@ class _Finder(ast.NodeVisitor):
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        # inside `class C`, `obj.__cache` is written for the attribute `_C__cache`
+        saved = self.wanted
+        prefix = "_" + node.name.lstrip("_") + "__"
+        self.wanted = [n[len(prefix) - 2:] if n.startswith(prefix) and not n.endswith("__") else n
+                       for n in saved]
+        self.generic_visit(node)
+        self.wanted = saved
 
     def _loop(self, node: ast.AST) -> None:
         self.loops += 1
@@ -224,6 +253,14 @@ class _Finder(ast.NodeVisitor):
             elif not self.hook and func.attr in _ADDERS and self._hit(func.value):
                 arg = node.args[-1] if node.args else (node.keywords[0].value if node.keywords else None)
                 self._add(node, "add", arg, func.value, func.attr)
+            elif not self.hook and id(node) not in self.inner and _in_place(func.attr):
+                receiver = func.value
+                while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) \
+                        and _in_place(receiver.func.attr):
+                    self.inner.add(id(receiver))  # `x.mul_(m).add_(v)`: one statement
+                    receiver = receiver.func.value
+                if self._hit(receiver):
+                    self._add(node, "inplace", node, receiver, func.attr)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -314,14 +351,15 @@ _PREFERENCE = {
     "container": ("add", "setitem", "augassign", "assign", "rebind"),
     # a plain rebinding reads nothing old: the last resort of a chain (`x[i] = v` writes
     # in place and keeps x's graph, `x = f()` does not)
-    "chain": ("assign", "augassign", "add", "setitem", "rebind"),
-    "sum": ("augassign", "assign", "add", "setitem", "rebind"),  # a running sum `x += loss`
+    "chain": ("assign", "augassign", "inplace", "add", "setitem", "rebind"),
+    "sum": ("augassign", "assign", "inplace", "add", "setitem", "rebind"),  # a running sum `x += loss`
     "hook": ("hook",),
 }
 
 
 def best_statement(statements: list[Statement], want: str = "container",
-                   function: str | None = None, exact: str | None = None) -> Statement | None:
+                   function: str | None = None, exact: str | None = None,
+                   brings_graph: bool = False) -> Statement | None:
     """Pick the statement most likely to keep adding to the culprit.
 
     Args:
@@ -332,6 +370,11 @@ def best_statement(statements: list[Statement], want: str = "container",
         exact: the culprit text; statements written exactly so are preferred, and
             statements that write another constant key of the same container
             (:func:`writes_other_key`) are left out.
+        brings_graph: the culprit's graph holds forward passes through the parameters, so
+            among statements of the same kind one whose value brings in another value
+            (``Statement.brings``: ``stat * (1 - m) + var * m``) is preferred to one that
+            only transforms the old value or adds detached data (``stat.to(x.device)``,
+            ``stat + var.data``), which cannot have linked them.
     """
     order = _PREFERENCE.get(want, _PREFERENCE["container"])
     best: tuple[tuple[int, ...], Statement] | None = None
@@ -350,6 +393,7 @@ def best_statement(statements: list[Statement], want: str = "container",
             0 if s.value in _INITIAL else 1,
             0 if not s.in_loop and (s.file, s.function) in looping else 1,
             -order.index(s.kind),
+            1 if brings_graph and s.brings else 0,
             1 if s.in_loop else 0,
             1 if exact is not None and s.target == exact else 0,
             1 if function is not None and s.function == function else 0,

@@ -1,0 +1,179 @@
+"""Which statement names a chained running statistic or a name-mangled cache
+(doctor/source.py, doctor/operands.py): an in-place update ``x.mul_(m).add_(v)`` is a
+statement that extends the chain; of two statements that rebind the same attribute, the
+one that brings in a value with a graph is named when the chain holds forward passes;
+``obj.__cache`` inside ``class memoize`` is the attribute ``_memoize__cache``."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchmem.doctor.source import best_statement, find_statements
+
+STATS = """
+import torch
+from torch import nn
+
+
+class RunningNorm(nn.Module):
+    def __init__(self, features, momentum=0.1, standing=False):
+        super().__init__()
+        self.momentum = momentum
+        self.standing = standing
+        self.register_buffer("running_var", torch.ones(features))
+
+    def forward(self, x):
+        var = x.var(0)
+        self.running_var.mul_(1 - self.momentum).add_(var * self.momentum)
+        return x / torch.sqrt(var + 1e-5)
+
+
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(16, 64), RunningNorm(64), nn.Linear(64, 1))
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for step in range(40):
+    x = torch.randn(32, 16)
+    loss = net(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(float(net[1].running_var.mean()))
+"""
+
+STATS_NO_GRAD = STATS.replace(
+    "        self.running_var.mul_(1 - self.momentum).add_(var * self.momentum)\n",
+    "        with torch.no_grad():\n"
+    "            self.running_var.mul_(1 - self.momentum).add_(var * self.momentum)\n")
+
+# two branches rebind the statistic; the first (not taken) adds detached data only
+STATS_BRANCHES = STATS.replace(
+    "        self.running_var.mul_(1 - self.momentum).add_(var * self.momentum)\n",
+    "        if self.standing:\n"
+    "            self.running_var[:] = self.running_var + var.data\n"
+    "        else:\n"
+    "            self.running_var[:] = self.running_var * (1 - self.momentum) + var * self.momentum\n")
+
+
+@pytest.mark.slow
+def test_in_place_update_of_a_running_statistic_is_the_culprit_line(doctor):
+    capture, _ = doctor.run(STATS)
+    f = capture["findings"][0]
+    assert f["cause"] == "hidden_state_chain"
+    assert f["culprit"]["name"] == "net[1].running_var"
+    assert f["culprit"]["line"] == doctor.line(STATS, ".mul_(1 - self.momentum).add_(")
+
+
+@pytest.mark.slow
+def test_running_statistic_updated_under_no_grad_stays_quiet(doctor):
+    capture, _ = doctor.run(STATS_NO_GRAD)
+    assert capture["findings"] == []
+
+
+@pytest.mark.slow
+def test_of_two_branches_the_one_that_brings_the_graph_is_named(doctor):
+    capture, _ = doctor.run(STATS_BRANCHES)
+    f = capture["findings"][0]
+    assert f["cause"] == "hidden_state_chain"
+    assert f["culprit"]["line"] == doctor.line(STATS_BRANCHES, "var * self.momentum")
+
+
+def _write(tmp_path: Path, source: str) -> str:
+    path = tmp_path / "mod.py"
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return str(path)
+
+
+def test_in_place_chain_is_one_statement_and_resets_are_not_updates(tmp_path):
+    file = _write(tmp_path, """
+        class Norm:
+            def forward(self, var, m):
+                self.stat.mul_(1 - m).add_(var * m)
+                self.stat.zero_()
+                self.other.add_(var)
+    """)
+    found = find_statements("net.stat", [file])
+    assert [(s.kind, s.line) for s in found] == [("inplace", 4)]
+
+
+BRANCHES = """
+    class Norm:
+        def forward(self, x, var, m):
+            if self.stat.device != x.device:
+                self.stat = self.stat.to(x.device)
+            if self.standing:
+                self.stat[:] = self.stat + var.data
+            else:
+                self.stat[:] = self.stat * (1 - m) + var * m
+            y, self.stat = update(x, self.stat)
+            return y
+"""
+
+
+def test_chain_holding_forward_passes_prefers_the_statement_that_brings_a_graph(tmp_path):
+    file = _write(tmp_path, BRANCHES)
+    found = find_statements("net.stat", [file])
+    brings = {s.line: s.brings for s in found}
+    assert brings == {5: False, 7: False, 9: True, 10: True}
+    # assignments first (`y, self.stat = update(x, self.stat)`, not `.to(x.device)`)
+    assert best_statement(found, "chain", function="forward", brings_graph=True).line == 10
+    setitems = [s for s in found if s.kind == "setitem"]
+    assert best_statement(setitems, "chain", function="forward", brings_graph=True).line == 9
+    # near miss: without the evidence (no forward pass in the chain) the first one stays
+    assert best_statement(found, "chain", function="forward").line == 5
+    assert best_statement(setitems, "chain", function="forward").line == 7
+
+
+MANGLED = """
+    class memoize:
+        def __call__(self, obj, key):
+            try:
+                cache = obj.__cache
+            except AttributeError:
+                cache = obj.__cache = {}
+            res = cache[key] = self.func(obj, key)
+            return res
+
+
+    class Other:
+        def fill(self, obj, key):
+            obj.__cache[key] = key
+"""
+
+
+def test_name_mangled_attribute_matches_inside_its_class_only(tmp_path):
+    file = _write(tmp_path, MANGLED)
+    found = find_statements("dataset._memoize__cache", [file])
+    assert [s.line for s in found] == [7, 8]  # not `Other`'s `_Other__cache`
+    assert best_statement(found, "container").line == 8
+
+
+FRESH = """
+    import random
+    import torch
+
+
+    def run(model):
+        x = torch.randn(random.randint(10, 300), 64)
+        x.clamp_(min=0)
+        return model(x)
+"""
+
+
+def test_in_place_update_does_not_make_a_fresh_local_accumulate(tmp_path):
+    from torchmem.doctor.path_trend import _rebound_fresh
+    from torchmem.doctor.pathstats import PathStats
+
+    file = _write(tmp_path, FRESH)
+    sig = {"bytes": 4096.0, "grad_tensors": 0.0, "nodes": 0.0, "hooks": 0.0, "tensors": 0.0,
+           "items": 0.0}
+    stats = PathStats(path="x", kind="local", type="Tensor", depth=0, root="x", function="run",
+                      file=file, tensors=1, storage_bytes=64 * 300 * 4, survived=0.0)
+    assert _rebound_fresh(stats, sig)  # rebound each call; clamp_ changes that value only
+    kept = _write(tmp_path, FRESH.replace("x = torch.randn(", "x = torch.cat([x, torch.randn(")
+                  .replace(", 64)\n", ", 64)])\n"))
+    assert not _rebound_fresh(PathStats(**{**{f: getattr(stats, f) for f in (
+        "path", "kind", "type", "depth", "root", "function", "tensors", "storage_bytes",
+        "survived")}, "file": kept}), sig)  # near miss: reads its old value
