@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from torchmem.doctor.line_runs import did_not_run
 from torchmem.doctor.path_keys import writes_other_key
 
 __all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path",
@@ -332,6 +333,9 @@ def best_statement(statements: list[Statement], want: str = "container",
         exact: the culprit text; statements written exactly so are preferred, and
             statements that write another constant key of the same container
             (:func:`writes_other_key`) are left out.
+
+    A statement whose code ran while the doctor watched, but which itself never ran (the
+    branch of an ``if`` not taken: :mod:`torchmem.doctor.line_runs`), comes last.
     """
     order = _PREFERENCE.get(want, _PREFERENCE["container"])
     best: tuple[tuple[int, ...], Statement] | None = None
@@ -347,6 +351,7 @@ def best_statement(statements: list[Statement], want: str = "container",
         if s.kind not in order:
             continue
         score = (
+            0 if did_not_run(s.file, s.line) else 1,
             0 if s.value in _INITIAL else 1,
             0 if not s.in_loop and (s.file, s.function) in looping else 1,
             -order.index(s.kind),
