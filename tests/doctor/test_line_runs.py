@@ -145,3 +145,24 @@ def test_doctor_with_both_branches_running_keeps_the_source_order(doctor):
     source = _script("False", "spiking = step % 2 == 0")
     capture, _ = doctor.run(source)
     assert _culprit(capture)["line"] == doctor.line(source, "history.append(out[0])")
+
+
+def test_not_running_only_breaks_ties_between_statements_alike(tmp_path):
+    from torchmem.doctor.source import best_statement, find_statements
+
+    path = tmp_path / "m.py"
+    path.write_text("class M:\n    def __init__(self):\n        self.kept = []\n\n"
+                    "    def step(self, x, flag, show):\n        if flag:\n"
+                    "            self.kept.append(x[0])\n        else:\n"
+                    "            self.kept.append(x)\n        if show:\n"
+                    "            self.kept += [x]\n", encoding="utf-8")
+    found = find_statements("self.kept", [str(path)])
+    file = str(path)
+    # the `else:` branch ran, the `if` one did not: the tie goes to the one that ran
+    with observed(LineRuns(ran={file: {6, 9, 10}}, entered={file: {3, 6, 7, 9, 10, 11}})):
+        assert best_statement(found, "container").line == 9
+    # no append ran in the watched steps (they run now and then): an append still beats
+    # the initialisation and the `+=`, as without the watch
+    with observed(LineRuns(ran={file: {6, 10}}, entered={file: {3, 6, 7, 9, 10, 11}})):
+        assert best_statement(found, "container").line == 7
+    assert best_statement(found, "container").line == 7  # unwatched: the source order

@@ -334,8 +334,10 @@ def best_statement(statements: list[Statement], want: str = "container",
             statements that write another constant key of the same container
             (:func:`writes_other_key`) are left out.
 
-    A statement whose code ran while the doctor watched, but which itself never ran (the
-    branch of an ``if`` not taken: :mod:`torchmem.doctor.line_runs`), comes last.
+    Among statements alike in all of that, one whose code ran while the doctor watched but
+    which itself never ran (the branch of an ``if`` not taken:
+    :mod:`torchmem.doctor.line_runs`) comes after the others: a few watched steps can
+    miss a statement that runs only now and then, so this only breaks ties.
     """
     order = _PREFERENCE.get(want, _PREFERENCE["container"])
     best: tuple[tuple[int, ...], Statement] | None = None
@@ -351,11 +353,11 @@ def best_statement(statements: list[Statement], want: str = "container",
         if s.kind not in order:
             continue
         score = (
-            0 if did_not_run(s.file, s.line) else 1,
             0 if s.value in _INITIAL else 1,
             0 if not s.in_loop and (s.file, s.function) in looping else 1,
             -order.index(s.kind),
             1 if s.in_loop else 0,
+            0 if did_not_run(s.file, s.line) else 1,
             1 if exact is not None and s.target == exact else 0,
             1 if function is not None and s.function == function else 0,
             -s.line,
