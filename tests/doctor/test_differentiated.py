@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from torchmem.doctor.differentiated import differentiating_call
+from torchmem.doctor.differentiated import differentiating_call, tensor_method_call
 from torchmem.doctor.edits import propose_edit
 from torchmem.doctor.source import find_statements
 
@@ -73,7 +73,7 @@ def test_backward_from_the_stored_tensors_own_name_keeps_the_edit(tmp_path):
         loss = (w * i).sum()
         losses.append(loss)
         loss.backward()
-        print(losses[-1].item(), len(losses))
+        print(losses[-1], len(losses))
     """, "losses", "losses.append(")
     assert [e.statement for e in proposal.edits] == ["losses.append(loss.item())",
                                                      "losses.append(loss.detach())"]
@@ -94,7 +94,7 @@ def test_near_misses_keep_the_edit(tmp_path):
         losses, others = [], []
         for i in range(4):
             n = len(losses)
-            scale = losses[-1].item() if losses else 1.0
+            scale = float(losses[-1]) if len(losses) else 1.0
             others.append((w * (i + n) * scale).sum())
             losses.append((w * i).sum())
             others[-1].backward()
@@ -141,3 +141,47 @@ def test_doctor_offers_no_edit_that_would_break_a_retained_backward(doctor):
     assert "backpropagates through what `losses` keeps" in finding["fix"]
     assert finding["verification"] is None  # nothing proposed, nothing re-run or withdrawn
     assert "fix withdrawn" not in done.stderr
+
+
+@pytest.mark.parametrize("use, item", [
+    ("return sum(kept).item()", False),  # a tensor method on what is read back: no .item()
+    ("return kept[-1].cpu()", False),
+    ("total = sum(kept)\n        return total.mean()", False),
+    ("return sum(x.item() for x in kept)", False),  # through a comprehension's own name
+    ("return sum(float(x) for x in kept)", True),  # twin: works on numbers too
+    ("kept.clear()\n        return len(kept)", True),  # near miss: the list's own methods
+])
+def test_item_is_not_proposed_when_later_code_calls_tensor_methods_on_what_is_kept(tmp_path, use, item):
+    path = tmp_path / "k.py"
+    path.write_text(textwrap.dedent(f"""
+    import torch
+    def epoch(w):
+        kept = []
+        for i in range(4):
+            loss = (w * i).sum()
+            loss.backward()
+            kept.append(loss)
+        {use}
+    """), encoding="utf-8")
+    (stmt,) = [s for s in find_statements("kept", [str(path)]) if s.kind == "add"]
+    statements = [e.statement for e in propose_edit("retained_graph", "kept", stmt,
+                                                    holds=("0-dim tensor",)).edits]
+    assert statements == (["kept.append(loss.item())"] if item else []) + ["kept.append(loss.detach())"]
+    assert (tensor_method_call(stmt, "kept") is None) == item
+
+
+def test_a_comprehension_variable_does_not_carry_the_culprit_outside_it(tmp_path):
+    # `[l[0] for losses in kept]` binds its own `losses`: the loop's `losses` (a fresh
+    # loss, backpropagated) is another variable
+    proposal = _proposal(tmp_path, """
+    import torch
+    w = torch.ones(3, requires_grad=True)
+    kept = []
+    for i in range(4):
+        losses = (w * i).sum()
+        losses.backward()
+        kept.append(losses)
+    print([float(losses) for losses in kept])
+    """, "kept", "kept.append(")
+    assert [e.statement for e in proposal.edits] == ["kept.append(losses.item())",
+                                                     "kept.append(losses.detach())"]

@@ -1,4 +1,4 @@
-"""Whether the script differentiates what a culprit keeps: a backward through it.
+"""Whether the script still needs what a culprit keeps as tensors with their graphs.
 
 Detaching the value a statement stores (``losses.append(loss.detach())``) is a fix only
 when nothing later needs that value's graph. When the script starts a backward from what
@@ -17,6 +17,11 @@ them. A backward from another reference to the stored object
 (``losses.append(loss)`` then ``loss.backward()``) does not read the culprit, and the
 edit stays valid.
 
+:func:`tensor_method_call` finds, the same way, a tensor method called on a value read back
+from the culprit (``sum(losses).item()``, ``losses[-1].cpu()``, also through a
+comprehension's own names): storing numbers (``.item()``) would make it raise, so only
+``.detach()`` is proposed.
+
 Pure ``ast`` work; never imports torch.
 """
 
@@ -26,7 +31,7 @@ import ast
 
 from torchmem.doctor.source import Statement, _matches, load_tree, parse_path
 
-__all__ = ["differentiating_call"]
+__all__ = ["differentiating_call", "tensor_method_call"]
 
 #: ``torch.autograd`` functions whose first argument is the root of a backward
 _AUTOGRAD_FUNCTIONS = frozenset({"backward", "grad"})
@@ -98,7 +103,9 @@ def _bindings(scope: ast.AST) -> list[tuple[list[str], ast.AST]]:
             out.append((names(node.target), node.value))
         elif isinstance(node, ast.NamedExpr):
             out.append((names(node.target), node.value))
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            # (a comprehension's names are its own: the comprehension as a whole carries
+            # what it iterates over)
             out.append((names(node.target), node.iter))
     return out
 
@@ -127,20 +134,15 @@ def _carries(value: ast.AST, readers: list[list[str]]) -> bool:
     return False
 
 
-def differentiating_call(stmt: Statement, name: str) -> tuple[int, str] | None:
-    """The first backward in ``stmt``'s file that starts from what the culprit ``name``
-    keeps, as ``(line, code)``; None when there is none (or the file cannot be read).
+#: methods of tensors that a Python number lacks: called on a value read back from the
+#: culprit, they fail once the culprit keeps numbers (``sum(losses).item()``)
+_TENSOR_METHODS = frozenset({"item", "detach", "cpu", "cuda", "to", "numpy", "tolist",
+                             "backward", "mean", "sum", "clone", "view", "reshape", "size",
+                             "dim", "numel", "float", "double", "squeeze", "unsqueeze"})
 
-    Example:
-        >>> import tempfile, os
-        >>> src = "losses = []\\nfor i in range(3):\\n    losses.append(f(i))\\n    losses[-1].backward()\\n"
-        >>> with tempfile.NamedTemporaryFile('w', suffix='.py', delete=False) as fh:
-        ...     _ = fh.write(src)
-        >>> s = Statement(fh.name, 3, "losses.append(f(i))", "add", "<module>", True, "f(i)", "losses", "append")
-        >>> differentiating_call(s, "losses")
-        (4, 'losses[-1].backward()')
-        >>> os.remove(fh.name)
-    """
+
+def _readers(stmt: Statement, name: str) -> tuple[ast.AST, list[list[str]], tuple[str, ...], list[str]] | None:
+    """(scope, names that carry the culprit's values, the file's lines, the culprit's names)."""
     loaded = load_tree(stmt.file)
     wanted = parse_path(stmt.target or name)
     if loaded is None or not wanted:
@@ -158,6 +160,63 @@ def differentiating_call(stmt: Statement, name: str) -> tuple[int, str] | None:
                     if [t] not in readers and [t] != wanted:
                         readers.append([t])
                         changed = True
+    return scope, readers, lines, wanted
+
+
+def tensor_method_call(stmt: Statement, name: str) -> tuple[int, str] | None:
+    """The first call of a tensor method on a value read back from the culprit ``name``
+    (``sum(losses).item()``, ``losses[-1].cpu()``), as ``(line, code)``: storing numbers
+    (``.item()``) there would make it raise. None when there is none."""
+    found = _readers(stmt, name)
+    if found is None:
+        return None
+    scope, readers, lines, wanted = found
+    # a comprehension over what is kept: its own names carry the values inside it
+    # (`sum(x.item() for x in kept)`)
+    parts: list[tuple[ast.AST, list[list[str]]]] = [(scope, readers)]
+    for comp in ast.walk(scope):
+        if isinstance(comp, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            inner = [[n.id] for g in comp.generators if _carries(g.iter, readers)
+                     for n in ast.walk(g.target) if isinstance(n, ast.Name)]
+            if inner:
+                parts.append((comp, readers + inner))
+    hits = []
+    for part, carriers in parts:
+        for node in ast.walk(part):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in _TENSOR_METHODS:
+                receiver = node.func.value
+                if not _matches_exactly(receiver, wanted) and _carries(receiver, carriers):
+                    hits.append(node.lineno)
+    if not hits:
+        return None
+    line = min(hits)
+    return line, lines[line - 1].strip() if line <= len(lines) else ""
+
+
+def _matches_exactly(node: ast.AST, wanted: list[str]) -> bool:
+    """``node`` is the culprit itself (``losses``), not a value read out of it."""
+    return not isinstance(node, ast.Subscript) and _matches(node, wanted)
+
+
+def differentiating_call(stmt: Statement, name: str) -> tuple[int, str] | None:
+    """The first backward in ``stmt``'s file that starts from what the culprit ``name``
+    keeps, as ``(line, code)``; None when there is none (or the file cannot be read).
+
+    Example:
+        >>> import tempfile, os
+        >>> src = "losses = []\\nfor i in range(3):\\n    losses.append(f(i))\\n    losses[-1].backward()\\n"
+        >>> with tempfile.NamedTemporaryFile('w', suffix='.py', delete=False) as fh:
+        ...     _ = fh.write(src)
+        >>> s = Statement(fh.name, 3, "losses.append(f(i))", "add", "<module>", True, "f(i)", "losses", "append")
+        >>> differentiating_call(s, "losses")
+        (4, 'losses[-1].backward()')
+        >>> os.remove(fh.name)
+    """
+    loaded = _readers(stmt, name)
+    if loaded is None:
+        return None
+    scope, readers, lines, _ = loaded
     found = []
     for node in ast.walk(scope):
         if isinstance(node, ast.Call) and (root := _root(node)) is not None \

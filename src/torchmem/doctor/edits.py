@@ -12,7 +12,8 @@ those objects:
   ``float(...)``), never on an initialisation (``x = []``, ``total = 0``);
 * never a ``.detach()``/``.item()`` of a value the script later backpropagates through,
   read back from the culprit (``losses[-1].backward()``: the edit would make it raise;
-  :mod:`torchmem.doctor.differentiated`);
+  :mod:`torchmem.doctor.differentiated`), and no ``.item()`` when tensor methods are
+  called on what is read back (``sum(losses).item()``);
 * graphs chained across steps are cut by detaching the carried state right *before* the
   statement that carries it (``h = h.detach()``), so the current step keeps its gradient.
 
@@ -28,7 +29,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from torchmem.doctor.differentiated import differentiating_call
+from torchmem.doctor.differentiated import differentiating_call, tensor_method_call
 from torchmem.doctor.source import Statement, parse_path, stem
 from torchmem.model.capture import FixEdit
 
@@ -313,7 +314,8 @@ def propose_edit(cause: str, name: str, stmt: Statement | None, *, holds: tuple[
         edit = _wrap(src, stmt, outer, value, ".detach().clone()" if has_graph else ".clone()")
         return Proposal(edits=(edit,) if edit else (), refusal=None if edit else "the edit does not parse")
     suffixes = [".detach()"]
-    if holds == ("0-dim tensor",) and stmt.kind in ("add", "setitem"):
+    if holds == ("0-dim tensor",) and stmt.kind in ("add", "setitem") \
+            and tensor_method_call(stmt, name) is None:  # `sum(kept).item()` needs tensors
         suffixes = [".item()", ".detach()"]  # a number; .detach() when later code needs a tensor
     edits = tuple(e for e in (_wrap(src, stmt, outer, value, s) for s in suffixes) if e is not None)
     return Proposal(edits=edits, refusal=None if edits else "the edit does not parse")
