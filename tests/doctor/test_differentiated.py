@@ -135,7 +135,8 @@ def test_doctor_offers_no_edit_that_would_break_a_retained_backward(doctor):
     print("done")
     """
     capture, done = doctor.run(source, "--verify", compare_stdout=True)
-    (finding,) = [f for f in capture["findings"] if (f.get("culprit") or {}).get("name") == "losses"]
+    (finding,) = [f for f in capture["findings"]
+                  if (f.get("culprit") or {}).get("name") == "losses"]
     assert finding["culprit"]["line"] == doctor.line(source, "losses.append(")
     assert finding["edit"] is None and finding["fix_kind"] == "advice"
     assert "backpropagates through what `losses` keeps" in finding["fix"]
@@ -151,7 +152,8 @@ def test_doctor_offers_no_edit_that_would_break_a_retained_backward(doctor):
     ("return sum(float(x) for x in kept)", True),  # twin: works on numbers too
     ("kept.clear()\n        return len(kept)", True),  # near miss: the list's own methods
 ])
-def test_item_is_not_proposed_when_later_code_calls_tensor_methods_on_what_is_kept(tmp_path, use, item):
+def test_item_is_not_proposed_when_later_code_calls_tensor_methods_on_what_is_kept(
+        tmp_path, use, item):
     path = tmp_path / "k.py"
     path.write_text(textwrap.dedent(f"""
     import torch
@@ -166,7 +168,8 @@ def test_item_is_not_proposed_when_later_code_calls_tensor_methods_on_what_is_ke
     (stmt,) = [s for s in find_statements("kept", [str(path)]) if s.kind == "add"]
     statements = [e.statement for e in propose_edit("retained_graph", "kept", stmt,
                                                     holds=("0-dim tensor",)).edits]
-    assert statements == (["kept.append(loss.item())"] if item else []) + ["kept.append(loss.detach())"]
+    expected = (["kept.append(loss.item())"] if item else []) + ["kept.append(loss.detach())"]
+    assert statements == expected
     assert (tensor_method_call(stmt, "kept") is None) == item
 
 

@@ -107,7 +107,8 @@ def _written_from(path: str, stats: PathStats) -> Statement | None:
             continue
         tree, lines = parsed
         for fn in ast.walk(tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != stats.function:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    or fn.name != stats.function:
                 continue
             for node in ast.walk(fn):
                 target = node.target if isinstance(node, ast.AugAssign) else (
@@ -263,8 +264,10 @@ def share_with_paths(held: list[Finding], paths: list[Finding], growth: Growth |
     for f in paths:
         if f.data.get("bytes_measure") == "heap":
             rate = float(f.data.get("tensor_bytes_per_step", 0.0))
-            note = f.evidence[-1] if f.evidence and f.evidence[-1].startswith("the C heap grew") else None
-            f = replace(f, bytes_per_step=round(rate, 1), bytes=int(f.data.get("own_bytes", f.bytes)),
+            last = f.evidence[-1] if f.evidence else ""
+            note = last if last.startswith("the C heap grew") else None
+            f = replace(f, bytes_per_step=round(rate, 1),
+                        bytes=int(f.data.get("own_bytes", f.bytes)),
                         evidence=tuple(e for e in f.evidence if e is not note),
                         data={**f.data, "bytes_measure": "tensor_storage"})
         own.append(f)

@@ -48,7 +48,8 @@ def _root(call: ast.Call) -> ast.AST | None:
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "backward" and not _autograd(func.value):
         return func.value  # x.backward(...)
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    name = func.attr if isinstance(func, ast.Attribute) else (
+        func.id if isinstance(func, ast.Name) else None)
     if name not in _AUTOGRAD_FUNCTIONS:
         return None
     if isinstance(func, ast.Attribute) and not _autograd(func.value):
@@ -69,7 +70,8 @@ def _scope(tree: ast.Module, stmt: Statement, wanted: list[str]) -> ast.AST:
     if len(wanted) > 1 or stmt.function == "<module>":
         return tree
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == stmt.function \
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and node.name == stmt.function \
                 and node.lineno <= stmt.line <= (node.end_lineno or node.lineno):
             return node if _local(node, wanted[0]) else tree
     return tree
@@ -141,7 +143,8 @@ _TENSOR_METHODS = frozenset({"item", "detach", "cpu", "cuda", "to", "numpy", "to
                              "dim", "numel", "float", "double", "squeeze", "unsqueeze"})
 
 
-def _readers(stmt: Statement, name: str) -> tuple[ast.AST, list[list[str]], tuple[str, ...], list[str]] | None:
+def _readers(stmt: Statement, name: str
+             ) -> tuple[ast.AST, list[list[str]], tuple[str, ...], list[str]] | None:
     """(scope, names that carry the culprit's values, the file's lines, the culprit's names)."""
     loaded = load_tree(stmt.file)
     wanted = parse_path(stmt.target or name)
@@ -205,10 +208,12 @@ def differentiating_call(stmt: Statement, name: str) -> tuple[int, str] | None:
 
     Example:
         >>> import tempfile, os
-        >>> src = "losses = []\\nfor i in range(3):\\n    losses.append(f(i))\\n    losses[-1].backward()\\n"
+        >>> src = ("losses = []\\nfor i in range(3):\\n    losses.append(f(i))\\n"
+        ...        "    losses[-1].backward()\\n")
         >>> with tempfile.NamedTemporaryFile('w', suffix='.py', delete=False) as fh:
         ...     _ = fh.write(src)
-        >>> s = Statement(fh.name, 3, "losses.append(f(i))", "add", "<module>", True, "f(i)", "losses", "append")
+        >>> s = Statement(fh.name, 3, "losses.append(f(i))", "add", "<module>", True, "f(i)",
+        ...               "losses", "append")
         >>> differentiating_call(s, "losses")
         (4, 'losses[-1].backward()')
         >>> os.remove(fh.name)
