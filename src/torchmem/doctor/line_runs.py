@@ -15,8 +15,9 @@ watched step, :meth:`LineRuns.did_not_run`; a line of code that was not entered 
 unknown (no claim).
 
 Not installed when something already traces the thread (a debugger, coverage, the
-doctor's own loop tracer or its ``--steps`` stopper): then nothing is known and no
-statement is set aside. The line tracer reads nothing of the frame; on Python < 3.13 the
+doctor's own loop tracer or its ``--steps`` stopper) or a stop was requested: then nothing
+is known and no statement is set aside. A stop (SIGTERM) that comes during a watched step
+is raised at the next step boundary, where the watch ends, instead of at the next line. The line tracer reads nothing of the frame; on Python < 3.13 the
 interpreter copies the frame's locals to its ``f_locals`` dict and back around each call
 of it, the same as under any debugger.
 

@@ -233,7 +233,8 @@ class DoctorProbe(Probe):
             spent = self.peaks.spent
             self._guard("census", step, self.peaks.at_step, run, step, frame, last)
             self.analysis_s += self.peaks.spent - spent
-        if self._lines is not None and (analysis_steps(step) or step == 1) and not last:
+        if self._lines is not None and (analysis_steps(step) or step == 1) and not last \
+                and not run.stopper.requested:  # a stop traces the frames itself
             self._guard("line watch", step, self._lines.arm, frame)  # which lines run next
 
     def _diagnose(self, run: Run) -> None:
