@@ -66,6 +66,25 @@ def test_name_matching_rules():
     assert not judge.name_matches("self", ["self.history"])
 
 
+def test_name_matching_closure_cells_and_instance_attributes():
+    # a closure cell is a hop like an item or an attribute
+    assert judge.name_matches("Embedding.forward:func_with_cache", ["Embedding.forward"])
+    assert not judge.name_matches("Embedding.forwardx:cache", ["Embedding.forward"])
+    assert not judge.name_matches("Embedding.forward:func_with_cache", ["func_with_cache"])
+    # `self.attr`: the attribute of whichever instance the path reaches
+    hook = "model.act1._forward_pre_hooks[43]"
+    assert judge.name_matches(f"{hook}.activation_outputs", ["self.activation_outputs"])
+    assert judge.name_matches(f"{hook}.activation_outputs[0]", ["self.activation_outputs"])
+    assert judge.name_matches("trainer.stats.sum", ["self.stats.sum"])
+    # near misses: another attribute, a longer name, an attribute of the attribute only,
+    # a bare accepted name (a variable, not an attribute)
+    assert not judge.name_matches(f"{hook}.activation_outputs_old", ["self.activation_outputs"])
+    assert not judge.name_matches(f"{hook}.old_activation_outputs", ["self.activation_outputs"])
+    assert not judge.name_matches("trainer.sum", ["self.stats.sum"])
+    assert not judge.name_matches(f"{hook}.activation_outputs", ["activation_outputs"])
+    assert not judge.name_matches("self", ["self.activation_outputs"])
+
+
 @pytest.fixture(scope="module")
 def results(request):
     # run only the scripts whose tests were selected (e.g. with -k), two at a time

@@ -10,7 +10,11 @@ Matching rules (the manifest's ``about`` field says the same):
 * A leaky script is *detected* when some finding carries the expected cause or one of
   its ``also`` causes. The highest-ranked such finding is the one judged.
 * Its culprit is right when the finding's culprit name equals an accepted name, or
-  extends one with a subscript or attribute (``metrics['confidence']`` for ``metrics``).
+  extends one with a subscript, attribute or closure cell (``metrics['confidence']`` for
+  ``metrics``, ``Embedding.forward:func_with_cache`` for ``Embedding.forward``); an
+  accepted ``self.attr`` also matches a path that reaches the instance another way and
+  takes its ``attr`` (``model.act1._forward_hooks[3].attr``: a hook object that only the
+  module's hook dict reaches).
   An empty accepted list means the script has no variable to name (CUDA allocator
   causes): any culprit passes.
 * Its line is right when the culprit's file is the script and its line is accepted.
@@ -161,13 +165,34 @@ class Result:
         return "\n".join(lines)
 
 
+#: how a path goes one hop deeper: an item, an attribute, a closure cell of a function
+_HOPS = ("[", ".", ":")
+
+
 def name_matches(name: str | None, accepted: Iterable[str]) -> bool:
-    """Whether a culprit ``name`` is one of ``accepted`` or extends one (``x[..]``, ``x.a``)."""
+    """Whether a culprit ``name`` is one of ``accepted`` or extends one by hops
+    (``x[..]``, ``x.a``, ``f:cell``); an accepted ``self.a`` (an attribute of the instance
+    a method runs on) also matches any path that reaches an instance and takes its
+    attribute ``a`` (``model.act1._forward_hooks[3].a``)."""
     if not name:
         return False
     for want in accepted:
-        if name == want or name.startswith(want + "[") or name.startswith(want + "."):
+        if name == want or any(name.startswith(want + hop) for hop in _HOPS):
             return True
+        if want.startswith("self.") and _ends_with_attribute(name, want[len("self"):]):
+            return True
+    return False
+
+
+def _ends_with_attribute(name: str, attrs: str) -> bool:
+    """Whether ``name`` takes the attributes ``attrs`` (``.a`` or ``.a.b``) of the object a
+    longer path reaches, then ends or goes deeper by hops."""
+    start = name.find(attrs, 1)
+    while start > 0:
+        rest = name[start + len(attrs):]
+        if not rest or rest[0] in _HOPS:
+            return True
+        start = name.find(attrs, start + 1)
     return False
 
 

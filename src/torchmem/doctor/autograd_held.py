@@ -15,8 +15,10 @@ Every step's graph then stays alive, with the tensors it saved and the inputs it
 and the heap grows while no variable of the script holds more. What the doctor sees
 (:func:`autograd_held_findings`), never from names:
 
-* the heap grows steadily (the bar of ``untracked_growth``) and no other finding
-  explains it;
+* the heap grows steadily (the bar of ``untracked_growth``) and no finding other than
+  about the script's variables explains it (graphs no variable reaches are not what a
+  variable holds: beside such findings, each is sized by its own share,
+  :func:`share_with_paths`);
 * the live tensors that no walked path reaches grow, many of them with a ``grad_fn``
   (graphs only C++ keeps alive: :class:`~torchmem.doctor.pathstats.Unreached`);
 * a variable's previous values stay alive though nothing reaches them any more, snapshot
@@ -25,21 +27,31 @@ and the heap grows while no variable of the script holds more. What the doctor s
 
 The line is, when tensors are held by their own ``grad_fn`` through a pack hook, the one
 ``saved_tensors_hooks(...)`` call of the user's files; else the statement that writes
-into the variable in place (``q[t] = ...``, ``q += ...``), else the one that binds it.
+into the variable in place (``q[t] = ...``, ``q += ...``); else one that writes a value
+computed from it into another tensor in place (``alpha[i] *= torch.pow(b, losses[i])``);
+else the one that binds it.
 The cause is ``reference_cycle`` (a cycle, inside autograd), with evidence that says so.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Any, Sequence
 
 from torchmem.doctor.pathstats import PathStats, Snapshot
-from torchmem.doctor.source import Statement, best_statement, find_statements, load_tree
+from torchmem.doctor.source import (
+    Statement,
+    _reads,
+    best_statement,
+    find_statements,
+    load_tree,
+    parse_path,
+)
 from torchmem.model.capture import Culprit, Finding, Growth
 from torchmem.units import KiB, format_bytes
 
-__all__ = ["autograd_held_findings", "TITLE"]
+__all__ = ["autograd_held_findings", "share_with_paths", "TITLE"]
 
 TITLE = "kept alive by a cycle inside autograd"
 #: heap growth per step and fit the verdict needs (those of ``untracked_growth``)
@@ -82,6 +94,33 @@ def _in_place(path: str, stats: PathStats) -> list[Statement]:
         return []
     return [s for s in find_statements(path, _files(stats))
             if s.kind in ("setitem", "augassign") and s.function == stats.function]
+
+
+def _written_from(path: str, stats: PathStats) -> Statement | None:
+    """The first statement of the variable's function that writes, in place, into another
+    tensor a value computed from the variable (``alpha[i] *= torch.pow(b, losses[i])``):
+    its graph keeps the variable's values, and the in-place write links it to the target."""
+    wanted = parse_path(path)
+    for file in dict.fromkeys(_files(stats)):
+        parsed = load_tree(file)
+        if parsed is None or not wanted:
+            continue
+        tree, lines = parsed
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    or fn.name != stats.function:
+                continue
+            for node in ast.walk(fn):
+                target = node.target if isinstance(node, ast.AugAssign) else (
+                    node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Subscript) else None)
+                if target is None or _reads(target, wanted) or not _reads(node.value, wanted):
+                    continue
+                code = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
+                return Statement(file, node.lineno, code, "augassign" if isinstance(
+                    node, ast.AugAssign) else "setitem", fn.name, True,
+                    ast.unparse(node.value), ast.unparse(target))
+    return None
 
 
 def _hooks_site(files: list[str]) -> Statement | None:
@@ -129,11 +168,13 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
     hooked = last.self_held > first.self_held
     stmt = _hooks_site(files) if hooked else None
     in_place = False
+    written = None
     if stmt is None:
         found = writes[path]
         in_place = bool(found)
-        stmt = best_statement(found or find_statements(path, files), "container",
-                              function=stats.function, exact=path)
+        written = None if in_place else _written_from(path, stats)
+        stmt = written or best_statement(found or find_statements(path, files), "container",
+                                         function=stats.function, exact=path)
     culprit = Culprit(name=path, kind=stats.kind, file=stmt.file if stmt else stats.file,
                       line=stmt.line if stmt else None, code=stmt.code if stmt else None,
                       function=stmt.function if stmt else stats.function, type=stats.type)
@@ -171,6 +212,15 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
                f"gradient has to flow through it (a target value), or build `{path}` out of "
                "place (`torch.stack`/`torch.cat` of the parts) instead of writing into it "
                "from a view of itself")
+    elif written is not None:
+        evidence.append(f"`{written.code}` (line {written.line}) writes a value computed from "
+                        f"`{path}` into `{written.target}` in place while autograd records it: "
+                        f"the write's graph keeps `{path}`'s values, and a graph that saved a "
+                        f"view of `{written.target}` leads back to it")
+        fix = (f"write into `{written.target}` a value without graph: compute it from "
+               f"`{path}` detached (`.detach()` where line {written.line} reads it), or run "
+               f"line {written.line} under `with torch.no_grad():` when no gradient has to "
+               "flow through it")
     else:
         fix = (f"no variable keeps `{path}`'s old values, autograd does: look for a cycle "
                "through the graph (an in-place write from a view of the same tensor, a "
@@ -185,4 +235,55 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
     return [Finding(cause="reference_cycle", title=TITLE, device="cpu", bytes=max(at_end, 0),
                     bytes_per_step=round(growth.bytes_per_step, 1), culprit=culprit,
                     evidence=tuple(evidence), fix=fix, fix_kind="advice", data=data,
-                    confidence="high" if stmt is not None and (hooked or in_place) else "medium")]
+                    confidence="high" if stmt is not None and (hooked or in_place or written)
+                    else "medium")]
+
+
+def _related(a: str, b: str) -> bool:
+    """One path is the other or lies below it."""
+    return a == b or any(a.startswith(b + hop) or b.startswith(a + hop) for hop in "[.:")
+
+
+def share_with_paths(held: list[Finding], paths: list[Finding], growth: Growth | None
+                     ) -> tuple[list[Finding], list[Finding]]:
+    """``held`` beside the findings about variables (``paths``), each sized by its share.
+
+    Graphs that no variable reaches cannot be what a variable holds, so a variable's
+    finding and this one are two mechanisms, and fixing one leaves the other's growth.
+    A path finding that took the heap's whole growth as its size (its tensors explained
+    the growth, the heap grew faster) gets its own measure back; this finding takes the
+    heap's growth less what the paths' own measures account for. ``held`` is dropped when
+    its culprit is one of the paths' (or lies on one's path): then the paths say it."""
+    if not held or not paths:
+        return held, paths
+    names = [f.culprit.name for f in paths if f.culprit is not None]
+    if any(h.culprit is not None and any(_related(h.culprit.name, n) for n in names)
+           for h in held):
+        return [], paths
+    own = []
+    for f in paths:
+        if f.data.get("bytes_measure") == "heap":
+            rate = float(f.data.get("tensor_bytes_per_step", 0.0))
+            last = f.evidence[-1] if f.evidence else ""
+            note = last if last.startswith("the C heap grew") else None
+            f = replace(f, bytes_per_step=round(rate, 1),
+                        bytes=int(f.data.get("own_bytes", f.bytes)),
+                        evidence=tuple(e for e in f.evidence if e is not note),
+                        data={**f.data, "bytes_measure": "tensor_storage"})
+        own.append(f)
+    if growth is None:
+        return held, own
+    explained = sum(max(f.bytes_per_step, 0.0) for f in own)
+    shared = []
+    for h in held:
+        rate = max(growth.bytes_per_step - explained, 0.0)
+        share = rate / growth.bytes_per_step if growth.bytes_per_step > 0 else 0.0
+        note = (f"of the heap's growth ({format_bytes(growth.bytes_per_step)} per step), the "
+                f"variables of the other findings ({', '.join(f'`{n}`' for n in names)}) reach "
+                f"{format_bytes(explained)} per step; this finding's share is the rest "
+                f"({format_bytes(rate)} per step): fixing those leaves it")
+        shared.append(replace(h, bytes_per_step=round(rate, 1), bytes=int(h.bytes * share),
+                              evidence=h.evidence + (note,),
+                              data={**h.data, "heap_share": round(share, 3),
+                                    "beside": names}))
+    return shared, own

@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from torchmem.doctor import edits as fix_edit
-from torchmem.doctor.autograd_held import autograd_held_findings
+from torchmem.doctor.autograd_held import autograd_held_findings, share_with_paths
 from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.chained_attrs import chained_attribute, chained_text
 from torchmem.doctor.culprit import PathStats
@@ -352,7 +352,8 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             findings[0] = _replace(f, bytes_per_step=g.bytes_per_step, bytes=bytes_now,
                                    evidence=f.evidence + (note,),
                                    data={**f.data, "heap_bytes_per_step": g.bytes_per_step,
-                                         "heap_growth": g.total_growth, "bytes_measure": "heap"})
+                                         "heap_growth": g.total_growth, "bytes_measure": "heap",
+                                         "own_bytes": f.bytes})
     return findings
 
 
@@ -374,16 +375,17 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     """
     by_device = {g.device: g for g in growth}
     snaps = [s for s in ev.snapshots if s.paths or s.unreached is not None]
-    findings = merge_grad_findings(_path_findings(ev, by_device))
-    findings += grad_cycle_findings(snaps, ev.create_graph_site, ev.steps)
-    findings += cycle_findings(ev)
-    explained = bool(findings)
-    findings += grad_findings(ev)
+    paths = merge_grad_findings(_path_findings(ev, by_device))
+    findings = grad_cycle_findings(snaps, ev.create_graph_site, ev.steps) + cycle_findings(ev)
+    explained = bool(findings) or bool(paths)
     python = container_findings(snaps, by_device.get("cpu"), ev.steps, explained,
                                 trains=ev.backward_steps >= 0.5 * ev.steps)
-    findings += python
-    held = autograd_held_findings(snaps, by_device.get("cpu"), ev.steps, explained or bool(python))
-    findings += held
+    # graphs that no variable reaches are a mechanism of their own beside what variables
+    # hold: reported with the paths, each finding sized by its own share of the heap
+    held = autograd_held_findings(snaps, by_device.get("cpu"), ev.steps,
+                                  bool(findings) or bool(python))
+    held, paths = share_with_paths(held, paths, by_device.get("cpu"))
+    findings = paths + findings + grad_findings(ev) + python + held
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
                                    ev.native_call_sites, ev.backward_site,
                                    explained or bool(python) or bool(held))

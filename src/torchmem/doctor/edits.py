@@ -10,6 +10,10 @@ those objects:
   tensors, ``.clone()`` for views of large storages;
 * never on a statement that already stores a detached value (``.detach()``, ``.item()``,
   ``float(...)``), never on an initialisation (``x = []``, ``total = 0``);
+* never a ``.detach()``/``.item()`` of a value the script later backpropagates through,
+  read back from the culprit (``losses[-1].backward()``: the edit would make it raise;
+  :mod:`torchmem.doctor.differentiated`), and no ``.item()`` when tensor methods are
+  called on what is read back (``sum(losses).item()``);
 * graphs chained across steps are cut by detaching the carried state right *before* the
   statement that carries it (``h = h.detach()``), so the current step keeps its gradient.
 
@@ -25,6 +29,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from torchmem.doctor.differentiated import differentiating_call, tensor_method_call
 from torchmem.doctor.source import Statement, parse_path, stem
 from torchmem.model.capture import FixEdit
 
@@ -300,11 +305,17 @@ def propose_edit(cause: str, name: str, stmt: Statement | None, *, holds: tuple[
                                 "apply to tensors only")
     if isinstance(value, (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.Starred)):
         return Proposal(refusal=f"line {stmt.line} stores a literal of several values")
+    backward = differentiating_call(stmt, name) if cause in _GRAPH_CAUSES or has_graph else None
+    if backward is not None:
+        return Proposal(refusal=f"line {backward[0]} (`{backward[1]}`) backpropagates through "
+                                f"what `{name}` keeps: a value stored without its graph "
+                                "would leave it nothing to differentiate")
     if cause == "view_pins_storage":
         edit = _wrap(src, stmt, outer, value, ".detach().clone()" if has_graph else ".clone()")
         return Proposal(edits=(edit,) if edit else (), refusal=None if edit else "the edit does not parse")
     suffixes = [".detach()"]
-    if holds == ("0-dim tensor",) and stmt.kind in ("add", "setitem"):
+    if holds == ("0-dim tensor",) and stmt.kind in ("add", "setitem") \
+            and tensor_method_call(stmt, name) is None:  # `sum(kept).item()` needs tensors
         suffixes = [".item()", ".detach()"]  # a number; .detach() when later code needs a tensor
     edits = tuple(e for e in (_wrap(src, stmt, outer, value, s) for s in suffixes) if e is not None)
     return Proposal(edits=edits, refusal=None if edits else "the edit does not parse")

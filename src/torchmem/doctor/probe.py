@@ -16,7 +16,9 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 * when the collector found cycles since the last boundary or memory is rising, a
   private ``gc.collect()`` with ``DEBUG_SAVEALL`` to see which tensors only cyclic
   garbage holds (the garbage is released right after);
-* on CUDA, the allocator statistics (fragmentation).
+* on CUDA, the allocator statistics (fragmentation);
+* for the next step, a line tracer on the user's files (:mod:`torchmem.doctor.line_runs`):
+  which statements run, so a branch never taken is not named.
 
 At the end (however the script ended) it turns that evidence into findings
 (:func:`torchmem.doctor.causes.diagnose`), plus what grows within evaluation passes
@@ -50,6 +52,7 @@ from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
 from torchmem.doctor.culprit import take_snapshot
 from torchmem.doctor.grad_watch import GradWatch
+from torchmem.doctor.line_runs import LineWatch, observed
 from torchmem.doctor.pass_evidence import PassEvidence
 from torchmem.doctor.runner import Outcome, Probe, Run
 
@@ -121,6 +124,7 @@ class DoctorProbe(Probe):
         self._unreached: Any = None  # UnreachedSchedule in deep mode
         self._native: Any = None
         self._roots = BackwardRoots()
+        self._lines: Any = None  # LineWatch in deep mode
 
     # -- per-step bookkeeping ---------------------------------------------------
     def _reset_step_counters(self) -> None:
@@ -147,6 +151,7 @@ class DoctorProbe(Probe):
             self._unreached = UnreachedSchedule(MIN_UNTRACKED_PER_STEP / 2)
             self._native = NativeCalls(run.frames.is_user_file)
             self._native.install()
+            self._lines = LineWatch(run.frames.is_user_file)
 
     def on_event(self, run: Run, name: str, info: dict[str, Any]) -> None:
         if name == "backward":
@@ -184,6 +189,8 @@ class DoctorProbe(Probe):
                 self._unreached.reset()
 
     def on_step(self, run: Run, step: int, frame: FrameType | None) -> None:
+        if self._lines is not None:
+            self._lines.disarm()  # the watched step is over
         ev = self.evidence
         ev.steps = step
         if self._backward:
@@ -226,6 +233,31 @@ class DoctorProbe(Probe):
             spent = self.peaks.spent
             self._guard("census", step, self.peaks.at_step, run, step, frame, last)
             self.analysis_s += self.peaks.spent - spent
+        if self._lines is not None and (analysis_steps(step) or step == 1) and not last \
+                and not run.stopper.requested:  # a stop traces the frames itself
+            self._guard("line watch", step, self._lines.arm, frame)  # which lines run next
+
+    def _diagnose(self, run: Run) -> None:
+        """Findings from the evidence: paths, the heap gap, evaluation passes."""
+        try:
+            self.findings = calibrate(diagnose(self.evidence, self.growth), self.growth)
+        except Exception as err:  # noqa: BLE001
+            self._record_error("diagnosis", 0, err)
+            self.findings = []
+        try:
+            from torchmem.doctor.heap_gap import with_heap_gap
+
+            cpu = next((g for g in self.growth if g.device == "cpu"), None)
+            self.findings = with_heap_gap(run.steps, cpu, self.evidence.snapshots,
+                                          self.findings)
+        except Exception as err:  # noqa: BLE001
+            self._record_error("allocator diagnosis", 0, err)
+        try:
+            named = {f.culprit.name for f in self.findings if f.culprit is not None}
+            self.findings += [f for f in self.passes.findings(self.evidence.snapshots)
+                              if f.culprit is None or f.culprit.name not in named]
+        except Exception as err:  # noqa: BLE001
+            self._record_error("evaluation-pass diagnosis", 0, err)
 
     # -- failures -------------------------------------------------------------------
     def _guard(self, part: str, step: int, fn: Any, *args: Any) -> None:
@@ -316,6 +348,8 @@ class DoctorProbe(Probe):
     def on_finish(self, run: Run, outcome: Outcome) -> None:
         if self._native is not None:
             self._native.remove()
+        if self._lines is not None:
+            self._lines.disarm()
         if self._gc_callback_installed:
             try:
                 gc.callbacks.remove(self._gc_callback)
@@ -346,25 +380,9 @@ class DoctorProbe(Probe):
                 self.crash = explain_crash(outcome.exc, outcome.frame, run.frames.is_user_file)
             except Exception as err:  # noqa: BLE001
                 self._record_error("crash analysis", step, err)
-        try:
-            self.findings = calibrate(diagnose(self.evidence, self.growth), self.growth)
-        except Exception as err:  # noqa: BLE001
-            self._record_error("diagnosis", 0, err)
-            self.findings = []
-        try:
-            from torchmem.doctor.heap_gap import with_heap_gap
-
-            cpu = next((g for g in self.growth if g.device == "cpu"), None)
-            self.findings = with_heap_gap(run.steps, cpu, self.evidence.snapshots,
-                                          self.findings)
-        except Exception as err:  # noqa: BLE001
-            self._record_error("allocator diagnosis", 0, err)
-        try:
-            named = {f.culprit.name for f in self.findings if f.culprit is not None}
-            self.findings += [f for f in self.passes.findings(self.evidence.snapshots)
-                              if f.culprit is None or f.culprit.name not in named]
-        except Exception as err:  # noqa: BLE001
-            self._record_error("evaluation-pass diagnosis", 0, err)
+        # statements in branches that never ran are not named (torchmem.doctor.line_runs)
+        with observed(self._lines.runs.resolved() if self._lines is not None else None):
+            self._diagnose(run)
         if self.crash is not None:
             self.findings.insert(0, self.crash)
         if self.census is not None and self.census_step:
