@@ -7,7 +7,8 @@ import textwrap
 import pytest
 
 from torchmem.doctor.call_sites import caller_statement
-from torchmem.doctor.source import best_statement, find_statements
+from torchmem.doctor.source import find_statements
+from torchmem.doctor.statement_rank import best_statement
 
 SOURCE = '''
 from collections import OrderedDict

@@ -15,7 +15,9 @@ from torch import nn
 from torchmem.doctor.causes import Evidence, GarbageRecord, GradCheck, diagnose
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
 from torchmem.doctor.fixes import fix_for
-from torchmem.doctor.source import best_statement, find_statements, parse_path, writes_other_key
+from torchmem.doctor.path_keys import writes_other_key
+from torchmem.doctor.source import find_statements, parse_path
+from torchmem.doctor.statement_rank import best_statement
 
 HERE = __file__
 

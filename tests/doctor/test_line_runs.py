@@ -148,7 +148,8 @@ def test_doctor_with_both_branches_running_keeps_the_source_order(doctor):
 
 
 def test_not_running_only_breaks_ties_between_statements_alike(tmp_path):
-    from torchmem.doctor.source import best_statement, find_statements
+    from torchmem.doctor.source import find_statements
+    from torchmem.doctor.statement_rank import best_statement
 
     path = tmp_path / "m.py"
     path.write_text("class M:\n    def __init__(self):\n        self.kept = []\n\n"

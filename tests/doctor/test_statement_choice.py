@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from torchmem.doctor.source import best_statement, find_statements
+from torchmem.doctor.source import find_statements
+from torchmem.doctor.statement_rank import best_statement
 
 STATS = """
 import torch

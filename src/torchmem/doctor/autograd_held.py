@@ -40,14 +40,8 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from torchmem.doctor.pathstats import PathStats, Snapshot
-from torchmem.doctor.source import (
-    Statement,
-    _reads,
-    best_statement,
-    find_statements,
-    load_tree,
-    parse_path,
-)
+from torchmem.doctor.source import Statement, _reads, find_statements, load_tree, parse_path
+from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding, Growth
 from torchmem.units import KiB, format_bytes
 

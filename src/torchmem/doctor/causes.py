@@ -71,7 +71,8 @@ from torchmem.doctor.record_findings import (
     grad_findings,
 )
 from torchmem.doctor.stale_hooks import stale_hook_list
-from torchmem.doctor.source import Statement, best_statement, find_statements
+from torchmem.doctor.source import Statement, find_statements
+from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
 from torchmem.units import format_bytes
 

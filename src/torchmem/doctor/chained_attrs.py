@@ -23,7 +23,8 @@ import ast
 
 from torchmem.doctor.call_sites import _enclosing
 from torchmem.doctor.pathstats import PathStats
-from torchmem.doctor.source import Statement, best_statement, find_statements, load_tree, stem
+from torchmem.doctor.source import Statement, find_statements, load_tree, stem
+from torchmem.doctor.statement_rank import best_statement
 
 __all__ = ["chained_attribute"]
 

@@ -39,7 +39,8 @@ from typing import Sequence
 from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.path_trend import MIN_BYTES_PER_STEP
 from torchmem.doctor.pathstats import PathStats, Snapshot
-from torchmem.doctor.source import Statement, best_statement, find_statements
+from torchmem.doctor.source import Statement, find_statements
+from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding
 from torchmem.units import MiB, format_bytes
 

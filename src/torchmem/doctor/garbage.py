@@ -151,7 +151,8 @@ def _stored_at(file: str, def_line: int, name: str) -> tuple[int, str] | None:
 
 
 def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:
-    from torchmem.doctor.source import best_statement, find_statements
+    from torchmem.doctor.source import find_statements
+    from torchmem.doctor.statement_rank import best_statement
 
     kind = type(obj)
     if kind is types.FunctionType:

@@ -36,7 +36,8 @@ from torchmem.analyze.growth import fit_line, warmup_steps
 from torchmem.doctor.fixes import TITLES
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.shape_sites import shape_site
-from torchmem.doctor.source import best_statement, find_statements
+from torchmem.doctor.source import find_statements
+from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding, Growth
 from torchmem.units import KiB, format_bytes, format_delta
 

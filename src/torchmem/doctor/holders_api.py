@@ -121,7 +121,8 @@ def _default_is_user() -> Callable[[str], bool]:
 def _statement(path: str, file: str | None, function: str) -> Any:
     if not file:
         return None
-    from torchmem.doctor.source import _INITIAL, best_statement, find_statements
+    from torchmem.doctor.source import find_statements
+    from torchmem.doctor.statement_rank import _INITIAL, best_statement
 
     root = path.split(".__closure__")[0].split(".grad_fn")[0].removeprefix("the cache of ")
     hooks = re.match(r"(.*\._\w*hooks)\[[^\]]*\]$", root)

@@ -105,7 +105,8 @@ def binding_statement(path: str, files: list[str], function: str | None,
     binds the object by calling its type (``dataloader = itertools.cycle(dataloader)``
     for a ``cycle``), among the statements that bind the object's name; None when there
     is no such statement (or ``path`` is not inside a C object)."""
-    from torchmem.doctor.source import best_statement, find_statements
+    from torchmem.doctor.source import find_statements
+    from torchmem.doctor.statement_rank import best_statement
 
     if owner_type is None or internal_owner(path) is None:
         return None

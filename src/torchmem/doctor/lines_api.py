@@ -137,7 +137,8 @@ def _retaining(recorder: LineRecorder, steps: int, caller: Any,
     from torchmem.collect._engine import engine
     from torchmem.doctor.holders import holder_paths
     from torchmem.doctor.line_probe import source_line
-    from torchmem.doctor.source import best_statement, find_statements
+    from torchmem.doctor.source import find_statements
+    from torchmem.doctor.statement_rank import best_statement
 
     kept: dict[int, tuple[int, Any]] = {}
     last = recorder.serial - 1

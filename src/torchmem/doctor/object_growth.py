@@ -33,7 +33,8 @@ from torchmem.doctor.fixes import internal_advice
 from torchmem.doctor.held import MIN_UNTRACKED_PER_STEP, MIN_UNTRACKED_R2
 from torchmem.doctor.internals import binding_statement, describe, internal_owner
 from torchmem.doctor.pathstats import PathStats, Snapshot
-from torchmem.doctor.source import Statement, best_statement, find_statements
+from torchmem.doctor.source import Statement, find_statements
+from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding, Growth
 from torchmem.units import format_bytes
 

@@ -3,7 +3,7 @@
 ``logs['avg_loss'] = ...`` does not add to the culprit ``logs['z']``: the statement fills
 another constant entry. :func:`writes_other_key` compares the two expressions segment by
 segment (names, constant keys, the constant start of an f-string key). Used by
-:func:`torchmem.doctor.source.best_statement`. Never imports torch.
+:func:`torchmem.doctor.statement_rank.best_statement`. Never imports torch.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import ast
 
-from torchmem.doctor.source import Statement, best_statement, find_statements, load_tree
+from torchmem.doctor.source import Statement, find_statements, load_tree
+from torchmem.doctor.statement_rank import best_statement
 
 __all__ = ["filled_from", "MAX_HOPS"]
 

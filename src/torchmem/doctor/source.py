@@ -2,7 +2,8 @@
 
 Given a culprit path such as ``losses``, ``self.history``, ``metrics['loss']``,
 ``hidden`` or ``model._forward_hooks``, parse the files involved with :mod:`ast` and
-list the statements that grow or rebind it:
+list the statements that grow or rebind it (which of them to name is
+:mod:`torchmem.doctor.statement_rank`'s choice):
 
 * ``<x>.append/extend/insert/add/update/setdefault/appendleft(...)`` calls,
 * augmented assignments ``<x> += ...``,
@@ -28,12 +29,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from torchmem.doctor.line_runs import did_not_run
 from torchmem.doctor.operands import brings_other_value
-from torchmem.doctor.path_keys import writes_other_key
 
-__all__ = ["Statement", "find_statements", "best_statement", "stem", "parse_path",
-           "writes_other_key", "load_tree"]
+__all__ = ["Statement", "find_statements", "stem", "parse_path", "load_tree"]
 
 _ADDERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault",
                      "appendleft", "extendleft", "put", "put_nowait", "__setitem__"})
@@ -341,71 +339,3 @@ _HOOK_METHODS = {
     "_backward_hooks": ("register_full_backward_hook", "register_backward_hook"),
     "_backward_pre_hooks": ("register_full_backward_pre_hook",),
 }
-
-
-#: values that initialise a variable rather than add to it
-_INITIAL = frozenset({"None", "[]", "{}", "()", "0", "0.0", "dict()", "list()", "set()",
-                      "tuple()", "deque()", "collections.deque()", "OrderedDict()",
-                      "defaultdict(list)", "collections.defaultdict(list)"})
-
-_PREFERENCE = {
-    "container": ("add", "setitem", "augassign", "assign", "rebind"),
-    # a plain rebinding reads nothing old: the last resort of a chain (`x[i] = v` writes
-    # in place and keeps x's graph, `x = f()` does not)
-    "chain": ("assign", "augassign", "inplace", "add", "setitem", "rebind"),
-    "sum": ("augassign", "assign", "inplace", "add", "setitem", "rebind"),  # a running sum `x += loss`
-    "hook": ("hook",),
-}
-
-
-def best_statement(statements: list[Statement], want: str = "container",
-                   function: str | None = None, exact: str | None = None,
-                   brings_graph: bool = False) -> Statement | None:
-    """Pick the statement most likely to keep adding to the culprit.
-
-    Args:
-        statements: candidates from :func:`find_statements`.
-        want: ``container`` (prefer append-like), ``chain`` (prefer rebinding that reads
-            the old value), ``sum`` (prefer ``+=``) or ``hook``.
-        function: the function that holds the culprit, preferred when tied.
-        exact: the culprit text; statements written exactly so are preferred, and
-            statements that write another constant key of the same container
-            (:func:`writes_other_key`) are left out.
-        brings_graph: the culprit's graph holds forward passes through the parameters, so
-            among statements of the same kind one whose value brings in another value
-            (``Statement.brings``: ``stat * (1 - m) + var * m``) is preferred to one that
-            only transforms the old value or adds detached data (``stat.to(x.device)``,
-            ``stat + var.data``), which cannot have linked them.
-
-    Among statements alike in all of that, one whose code ran while the doctor watched but
-    which itself never ran (the branch of an ``if`` not taken:
-    :mod:`torchmem.doctor.line_runs`) comes after the others: a few watched steps can
-    miss a statement that runs only now and then, so this only breaks ties.
-    """
-    order = _PREFERENCE.get(want, _PREFERENCE["container"])
-    best: tuple[tuple[int, ...], Statement] | None = None
-    if exact is not None:  # a statement that fills another constant key is not a candidate
-        statements = [s for s in statements if not writes_other_key(s.target, exact)]
-    # a function that writes the culprit both inside a loop and outside every loop: the
-    # statement outside runs once per call, the one inside once per iteration -- only the
-    # latter can keep adding at every step (`x = torch.where(x == 0, c, x)` before the
-    # loop, `x[i, j] = v` in it)
-    looping = {(s.file, s.function) for s in statements
-               if s.in_loop and s.kind in order and s.value not in _INITIAL}
-    for s in statements:
-        if s.kind not in order:
-            continue
-        score = (
-            0 if s.value in _INITIAL else 1,
-            0 if not s.in_loop and (s.file, s.function) in looping else 1,
-            -order.index(s.kind),
-            1 if brings_graph and s.brings else 0,
-            1 if s.in_loop else 0,
-            0 if did_not_run(s.file, s.line) else 1,
-            1 if exact is not None and s.target == exact else 0,
-            1 if function is not None and s.function == function else 0,
-            -s.line,
-        )
-        if best is None or score > best[0]:
-            best = (score, s)
-    return best[1] if best else None

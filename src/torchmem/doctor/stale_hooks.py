@@ -23,7 +23,8 @@ import ast
 from typing import Sequence
 
 from torchmem.doctor.pathstats import PathStats, Snapshot
-from torchmem.doctor.source import Statement, best_statement, find_statements, stem
+from torchmem.doctor.source import Statement, find_statements, stem
+from torchmem.doctor.statement_rank import best_statement
 
 __all__ = ["stale_hook_list"]
 

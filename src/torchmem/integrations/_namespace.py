@@ -33,7 +33,8 @@ from typing import Any, Callable, Mapping, Sequence
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
 from torchmem.doctor.fixes import TITLES, fix_for, internal_advice
 from torchmem.doctor.internals import internal_owner
-from torchmem.doctor.source import Statement, _Finder, best_statement, parse_path
+from torchmem.doctor.source import Statement, _Finder, parse_path
+from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding
 from torchmem.units import MiB, format_bytes, format_delta
 
