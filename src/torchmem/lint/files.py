@@ -5,7 +5,8 @@ be linted get a per-file diagnostic and the others are still linted:
 
 - ``E902`` (io-error): missing path, unreadable file, binary file (NUL bytes), bytes
   that are not valid in the file's encoding (UTF-8 unless a PEP 263 coding cookie or a
-  BOM says otherwise);
+  BOM says otherwise; a cookie naming a codec Python does not know, such as one a package
+  registers at run time, is read as UTF-8 when the bytes are valid UTF-8);
 - ``E999`` (syntax-error): the file is not valid Python;
 - ``TMM000`` (internal-error): the linter itself failed on this file (a bug to report).
 
@@ -73,12 +74,16 @@ def decode_source(data: bytes, path: str) -> SourceFile | Violation:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
         try:  # no usable cookie: tokenize reports bad UTF-8 in the first lines this way
-            data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as bad:
             line = data.count(b"\n", 0, bad.start) + 1
-            return io_error(path, f"not valid utf-8 at byte {bad.start} (line {line}); "
+            why = f"{exc.msg}; " if exc.msg.startswith("unknown encoding") else ""
+            return io_error(path, f"{why}not valid utf-8 at byte {bad.start} (line {line}); "
                                   "expected UTF-8 text or a PEP 263 coding cookie naming "
                                   "the file's encoding")
+        if exc.msg.startswith("unknown encoding"):
+            # a codec registered at run time (``future_fstrings``) over UTF-8 text
+            return SourceFile(text=text, encoding="utf-8")
         return io_error(path, f"cannot decode: {exc.msg}; expected UTF-8 or a valid "
                               "PEP 263 coding cookie")
     try:
