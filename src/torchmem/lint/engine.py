@@ -123,7 +123,8 @@ def parse(text: str, path: str = "<string>") -> ast.Module:
 
 
 def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | None = None,
-                ignore: Iterable[str] | None = None) -> list[Violation]:
+                ignore: Iterable[str] | None = None,
+                caller_no_grad: frozenset[str] = frozenset()) -> list[Violation]:
     """Lint one Python source string and return its violations, ordered by position.
 
     Args:
@@ -133,6 +134,9 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
             (the memory and correctness rules: not the hygiene ``TMM401``/``TMM402``/
             ``TMM404``/``TMM603`` or the opinionated ``TMM9xx``).
         ignore: codes or prefixes to leave out (wins over ``select``).
+        caller_no_grad: top-level functions of the file that the other files of the
+            linted tree call only under ``no_grad``
+            (:func:`torchmem.lint.tree_callers.no_grad_callees`).
 
     Returns:
         Violations sorted by line, column and code; ``# noqa`` comments already applied.
@@ -150,7 +154,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     if isinstance(ignore, str):
         ignore = [ignore]
     with fewer_collections():
-        return _lint(text, path, select, ignore)
+        return _lint(text, path, select, ignore, caller_no_grad)
 
 
 #: cyclic-collector thresholds while a file is linted: its AST and the analysis's tables are
@@ -177,7 +181,8 @@ def fewer_collections() -> Iterator[None]:
 
 
 def _lint(text: str, path: str, select: Iterable[str] | None,
-          ignore: Iterable[str] | None) -> list[Violation]:
+          ignore: Iterable[str] | None,
+          caller_no_grad: frozenset[str] = frozenset()) -> list[Violation]:
     rules = select_rules(list(select) if select is not None else None,
                          list(ignore) if ignore else None)
     if text.startswith("\ufeff"):
@@ -193,8 +198,8 @@ def _lint(text: str, path: str, select: Iterable[str] | None,
     ctx.summaries.walker = walker
     for stmt in _top_level(tree.body):
         ctx.add_import(stmt)
-    if mentions_no_grad(text):
-        ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
+    if caller_no_grad or mentions_no_grad(text):
+        ctx.quiet_functions = no_grad_functions(tree, ctx.qualname, caller_no_grad)
     if mentions_eval(text):
         ctx.eval_functions = eval_functions(tree, ctx.qualname)
     if "register_forward_hook" in text:

@@ -146,6 +146,8 @@ class _Options:
     unsafe_fixes: bool = False
     diff: bool = False
     write: bool = True
+    #: top-level functions the other files of the tree call only under ``no_grad``
+    caller_no_grad: frozenset[str] = frozenset()
 
 
 def _count_lines(text: str) -> int:
@@ -171,7 +173,8 @@ def _lint_text(text: str, path: str, opts: _Options,
     select = list(opts.select) if opts.select is not None else None
 
     def run(src: str) -> list[Violation]:
-        return lint_source(src, path, select=select, ignore=list(ignore) or None)
+        return lint_source(src, path, select=select, ignore=list(ignore) or None,
+                           caller_no_grad=opts.caller_no_grad)
 
     lines = _count_lines(text)
     try:
@@ -313,7 +316,14 @@ def lint_paths(paths: Iterable[str] | str, *, select: Sequence[str] | None = Non
                     ignore=tuple(config.ignore), fix=fix and not diff,
                     unsafe_fixes=unsafe_fixes, diff=diff)
     files, problems = discover(path_list, config)
-    jobs_list = [(f, opts, config.ignored_for(f)) for f in files]
+    outside: dict[str, frozenset[str]] = {}
+    if len(files) > 1:  # a whole tree: the other files' calls under no_grad
+        from torchmem.lint.tree_callers import no_grad_callees
+
+        outside = no_grad_callees(files)
+    jobs_list = [(f, replace(opts, caller_no_grad=outside[os.path.abspath(f)])
+                  if os.path.abspath(f) in outside else opts, config.ignored_for(f))
+                 for f in files]
     reports = _run(jobs_list, jobs or default_jobs())
     violations = sorted((v for r in reports for v in r.violations), key=Violation.sort_key)
     errors = sorted([*problems, *(e for r in reports for e in r.errors)],

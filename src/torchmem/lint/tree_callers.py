@@ -1,0 +1,200 @@
+"""Callers in other files of the linted tree: the top-level functions that every other
+file calls only with autograd recording off (no torch).
+
+``evaluate(model, loader)`` in ``utils.py`` has no ``no_grad``, but ``train.py`` calls it as
+``with torch.no_grad(): evaluate(model, dev)``. Linted alone, ``utils.py``'s forward passes
+look like they record a graph. When a whole tree is linted, :func:`no_grad_callees` reads
+the other files' calls of each such function, so that the engine judges it like a
+function whose every call in its own file runs under ``no_grad``
+(:func:`torchmem.lint.callers.no_grad_functions`): the calls of the function's own file
+must run so too.
+
+What is resolved:
+    calls of a top-level function through ``from mod import f`` (``as`` names too,
+    relative or absolute, looked up like :mod:`torchmem.lint.imported` does) and
+    ``import pkg.mod as m; m.f(...)``, made inside a ``with torch.no_grad():`` /
+    ``inference_mode()`` block or in a function decorated so, in the files being linted.
+What is not (the function keeps its own grad mode):
+    a call made anywhere else, even from a function that is itself only called under
+    ``no_grad``; the function used as a value in another file (``map(f, ...)``, a
+    callback); a file that uses the name without an import this module resolves (a star
+    import, a name imported inside a function, a re-export through ``__init__.py``);
+    methods, and calls from outside the linted tree. A single-file lint sees no other
+    file.
+
+Cost: the files that mention ``no_grad``/``inference_mode`` are parsed once more, then
+the files whose text holds the name of a function such a file calls under ``no_grad``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Sequence
+
+from torchmem.lint.callers import mentions_no_grad
+from torchmem.lint.children import child_nodes
+from torchmem.lint.context import Context
+from torchmem.lint.facts import key_of
+from torchmem.lint.imported import _MAX_BYTES, NOT_LOCAL, _candidates
+from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
+
+__all__ = ["no_grad_callees"]
+
+_FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+#: (defining file, function name)
+_Target = tuple[str, str]
+
+
+class _FileUses:
+    """What one file does with the functions of other files of the tree."""
+
+    __slots__ = ("calls", "unbound")
+
+    def __init__(self) -> None:
+        #: target -> one bool per use: True for a call under ``no_grad``
+        self.calls: dict[_Target, list[bool]] = {}
+        #: names loaded without a resolved binding (nor a ``def``/``class`` of the file)
+        self.unbound: set[str] = set()
+
+
+def no_grad_callees(files: Sequence[str]) -> dict[str, frozenset[str]]:
+    """For each file of ``files`` (absolute path), the names of its top-level functions
+    that the other files call, always under ``no_grad``, and never use otherwise."""
+    texts: dict[str, bytes] = {}
+    unread: list[bytes] = []  # notebooks and files too large to parse: callers unknown
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        if path.endswith(".py") and len(data) <= _MAX_BYTES:
+            texts[os.path.abspath(path)] = data
+        else:
+            unread.append(data)
+    if not texts:
+        return {}
+    resolve = _Resolver(texts)
+    uses: dict[str, _FileUses] = {}
+    for path, data in texts.items():
+        if mentions_no_grad(data):
+            found = _walk(path, data, resolve)
+            if found is not None:
+                uses[path] = found
+    candidates = {t for u in uses.values() for t, sites in u.calls.items() if any(sites)}
+    names = {name for _, name in candidates}
+    for path, data in texts.items():
+        if path not in uses and any(name.encode() in data for name in names):
+            found = _walk(path, data, resolve)
+            if found is not None:
+                uses[path] = found
+    out: dict[str, set[str]] = {}
+    for target in candidates:
+        where, name = target
+        sites = [s for path, u in uses.items() if path != where
+                 for s in u.calls.get(target, ())]
+        if all(sites) and not any(name in u.unbound for path, u in uses.items()
+                                  if path != where) and \
+                not any(name.encode() in data for data in unread):
+            out.setdefault(where, set()).add(name)
+    return {path: frozenset(found) for path, found in out.items()}
+
+
+class _Resolver:
+    """Qualified imported names to ``(file of the tree, name)``, memoised per directory."""
+
+    def __init__(self, texts: dict[str, bytes]) -> None:
+        self.texts = texts
+        self.memo: dict[tuple[str, str], _Target | None] = {}
+
+    def __call__(self, importer: str, qualified: str) -> _Target | None:
+        if qualified.partition(".")[0].lstrip(".") in NOT_LOCAL or "." not in qualified:
+            return None
+        key = (os.path.dirname(importer), qualified)
+        if key not in self.memo:
+            self.memo[key] = self._find(importer, qualified)
+        return self.memo[key]
+
+    def _find(self, importer: str, qualified: str) -> _Target | None:
+        for path, name in _candidates(importer, qualified):
+            data = self.texts.get(path)
+            if data is not None:
+                return (path, name) if b"def " + name.encode() in data else None
+            if os.path.isfile(path):
+                return None  # a file that is not linted: its callers are not ours
+        return None
+
+
+def _walk(path: str, data: bytes, resolve: _Resolver) -> _FileUses | None:
+    try:
+        tree = ast.parse(data, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    ctx = Context("", path)
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            ctx.add_import(stmt)
+    uses = _FileUses()
+    defined: set[str] = set()
+    unbound: set[str] = set()
+    qualname = ctx.qualname
+
+    def target_of(expr: ast.expr) -> _Target | None:
+        q = qualname(expr)
+        return resolve(path, q) if q else None
+
+    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
+    push = todo.append
+    while todo:
+        node, no_grad = todo.pop()
+        t = type(node)
+        if t is ast.Name:
+            target = target_of(node)  # type: ignore[arg-type]
+            if target is not None:
+                uses.calls.setdefault(target, []).append(False)  # used as a value
+            elif qualname(node) is None:  # type: ignore[arg-type]
+                unbound.add(node.id)  # type: ignore[attr-defined]
+            continue
+        if t is ast.Constant:
+            continue
+        if t in _FUNC_TYPES or t is ast.ClassDef or t is ast.Lambda:
+            if t is not ast.Lambda:
+                defined.add(node.name)  # type: ignore[attr-defined]
+            inner = t in _FUNC_TYPES and any(is_no_grad_decorator(
+                qualname(d.func if type(d) is ast.Call else d)
+                or key_of(d.func if type(d) is ast.Call else d))
+                for d in node.decorator_list)  # type: ignore[attr-defined]
+            for child in child_nodes(node):
+                # a function's or lambda's body runs later, with the grad mode of then
+                push((child, no_grad if t is ast.ClassDef else inner))
+            continue
+        if t is ast.With or t is ast.AsyncWith:
+            on = no_grad or any(
+                type(i.context_expr) is ast.Call and qualname(
+                    i.context_expr.func) in NO_GRAD_CONTEXTS  # type: ignore[attr-defined]
+                for i in node.items)  # type: ignore[attr-defined]
+            for item in node.items:  # type: ignore[attr-defined]
+                push((item, no_grad))
+            for stmt in node.body:  # type: ignore[attr-defined]
+                push((stmt, on))
+            continue
+        if t is ast.Call:
+            func = node.func  # type: ignore[attr-defined]
+            target = target_of(func) if type(func) in (ast.Name, ast.Attribute) else None
+            if target is not None:
+                uses.calls.setdefault(target, []).append(no_grad)
+                for arg in node.args:  # type: ignore[attr-defined]
+                    push((arg, no_grad))
+                for kw in node.keywords:  # type: ignore[attr-defined]
+                    push((kw.value, no_grad))
+                continue
+        elif t is ast.Attribute:
+            target = target_of(node)  # type: ignore[arg-type]
+            if target is not None:
+                uses.calls.setdefault(target, []).append(False)
+                continue
+        for child in child_nodes(node):
+            push((child, no_grad))
+    uses.unbound = unbound - defined
+    return uses
