@@ -69,8 +69,9 @@ def test_a_helper_called_only_under_no_grad_from_other_files_is_silent(tmp_path,
     assert FINDING not in _found(pkg)
     # linted alone, the helper's callers are unknown: its own grad mode holds
     assert _found(pkg / "utils.py") == {FINDING}
-    assert no_grad_callees([str(p) for p in pkg.glob("*.py")]) == {
-        str((pkg / "utils.py").resolve()): frozenset({"evaluate"})}
+    files = tuple(str(p) for p in pkg.glob("*.py"))
+    assert no_grad_callees(str(pkg / "utils.py"), ["evaluate", "main"], files) == {"evaluate"}
+    assert no_grad_callees(str(pkg / "train.py"), ["main"], files) == set()
 
 
 @pytest.mark.parametrize("other", [
@@ -87,6 +88,16 @@ def test_one_caller_with_grad_on_or_unknown_keeps_the_finding(tmp_path, other):
     pkg = _tree(tmp_path, {"train.py": ("from pkg.utils import evaluate", call),
                            "other.py": other})
     assert FINDING in _found(pkg)
+
+
+def test_a_call_through_a_re_export_keeps_the_finding(tmp_path):
+    call = UNDER_NO_GRAD.format(expr="evaluate(model, dev)")
+    pkg = _tree(tmp_path, {"train.py": ("from pkg.utils import evaluate", call)})
+    assert FINDING not in _found(pkg)
+    (pkg / "__init__.py").write_text("from .utils import evaluate\n")
+    (tmp_path / "run.py").write_text(CALLER.format(imports="from pkg import evaluate",
+                                                   call="    evaluate(model, dev)"))
+    assert FINDING in _found(pkg, tmp_path / "run.py")
 
 
 def test_a_call_with_grad_on_in_the_helpers_own_file_keeps_the_finding(tmp_path):

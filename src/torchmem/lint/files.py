@@ -146,8 +146,8 @@ class _Options:
     unsafe_fixes: bool = False
     diff: bool = False
     write: bool = True
-    #: top-level functions the other files of the tree call only under ``no_grad``
-    caller_no_grad: frozenset[str] = frozenset()
+    #: the files of a whole-tree run, for their calls of each other's functions
+    tree_files: tuple[str, ...] = ()
 
 
 def _count_lines(text: str) -> int:
@@ -174,7 +174,7 @@ def _lint_text(text: str, path: str, opts: _Options,
 
     def run(src: str) -> list[Violation]:
         return lint_source(src, path, select=select, ignore=list(ignore) or None,
-                           caller_no_grad=opts.caller_no_grad)
+                           tree_files=opts.tree_files)
 
     lines = _count_lines(text)
     try:
@@ -316,14 +316,12 @@ def lint_paths(paths: Iterable[str] | str, *, select: Sequence[str] | None = Non
                     ignore=tuple(config.ignore), fix=fix and not diff,
                     unsafe_fixes=unsafe_fixes, diff=diff)
     files, problems = discover(path_list, config)
-    outside: dict[str, frozenset[str]] = {}
-    if len(files) > 1:  # a whole tree: the other files' calls under no_grad
-        from torchmem.lint.tree_callers import no_grad_callees
+    if len(files) > 1:  # a whole tree: the files' calls of each other's functions
+        from torchmem.lint.tree_callers import forget_trees
 
-        outside = no_grad_callees(files)
-    jobs_list = [(f, replace(opts, caller_no_grad=outside[os.path.abspath(f)])
-                  if os.path.abspath(f) in outside else opts, config.ignored_for(f))
-                 for f in files]
+        forget_trees()
+        opts = replace(opts, tree_files=tuple(files))
+    jobs_list = [(f, opts, config.ignored_for(f)) for f in files]
     reports = _run(jobs_list, jobs or default_jobs())
     violations = sorted((v for r in reports for v in r.violations), key=Violation.sort_key)
     errors = sorted([*problems, *(e for r in reports for e in r.errors)],

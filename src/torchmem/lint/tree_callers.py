@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable
 
 from torchmem.lint.callers import mentions_no_grad
 from torchmem.lint.children import child_nodes
@@ -39,11 +40,13 @@ from torchmem.lint.facts import key_of
 from torchmem.lint.imported import _MAX_BYTES, NOT_LOCAL, _candidates
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
-__all__ = ["no_grad_callees"]
+__all__ = ["forget_trees", "no_grad_callees"]
 
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 #: (defining file, function name)
 _Target = tuple[str, str]
+#: the file of a target that a file of the tree imports without defining it
+_ELSEWHERE = ""
 
 
 class _FileUses:
@@ -58,47 +61,86 @@ class _FileUses:
         self.unbound: set[str] = set()
 
 
-def no_grad_callees(files: Sequence[str]) -> dict[str, frozenset[str]]:
-    """For each file of ``files`` (absolute path), the names of its top-level functions
-    that the other files call, always under ``no_grad``, and never use otherwise."""
-    texts: dict[str, bytes] = {}
-    unread: list[bytes] = []  # notebooks and files too large to parse: callers unknown
-    for path in files:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        if path.endswith(".py") and len(data) <= _MAX_BYTES:
-            texts[os.path.abspath(path)] = data
-        else:
-            unread.append(data)
-    if not texts:
-        return {}
-    resolve = _Resolver(texts)
-    uses: dict[str, _FileUses] = {}
-    for path, data in texts.items():
-        if mentions_no_grad(data):
-            found = _walk(path, data, resolve)
-            if found is not None:
-                uses[path] = found
-    candidates = {t for u in uses.values() for t, sites in u.calls.items() if any(sites)}
-    names = {name for _, name in candidates}
-    for path, data in texts.items():
-        if path not in uses and any(name.encode() in data for name in names):
-            found = _walk(path, data, resolve)
-            if found is not None:
-                uses[path] = found
-    out: dict[str, set[str]] = {}
-    for target in candidates:
+class _Tree:
+    """The files of one linted tree, read and walked when a lookup first needs them."""
+
+    def __init__(self, files: tuple[str, ...]) -> None:
+        self.files = files
+        self.texts: dict[str, bytes] | None = None
+        #: notebooks and files too large to parse: their callers are unknown
+        self.unread: list[bytes] = []
+        self.uses: dict[str, _FileUses | None] = {}
+        self.quiet: dict[_Target, bool] = {}
+        self.resolve: _Resolver | None = None
+
+    def read(self) -> dict[str, bytes]:
+        if self.texts is None:
+            self.texts = {}
+            for path in self.files:
+                try:
+                    with open(path, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                if path.endswith(".py") and len(data) <= _MAX_BYTES:
+                    self.texts[os.path.abspath(path)] = data
+                else:
+                    self.unread.append(data)
+            self.resolve = _Resolver(self.texts)
+        return self.texts
+
+    def is_quiet(self, target: _Target) -> bool:
+        if target not in self.quiet:
+            self.quiet[target] = self._judge(target)
+        return self.quiet[target]
+
+    def _judge(self, target: _Target) -> bool:
         where, name = target
-        sites = [s for path, u in uses.items() if path != where
-                 for s in u.calls.get(target, ())]
-        if all(sites) and not any(name in u.unbound for path, u in uses.items()
-                                  if path != where) and \
-                not any(name.encode() in data for data in unread):
-            out.setdefault(where, set()).add(name)
-    return {path: frozenset(found) for path, found in out.items()}
+        texts = self.read()
+        word = name.encode()
+        if any(word in data for data in self.unread):
+            return False
+        pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
+        naming = [path for path, data in texts.items()
+                  if path != where and word in data and pattern.search(data)]
+        # the files that can call it under no_grad first: most functions have none
+        naming.sort(key=lambda path: not mentions_no_grad(texts[path]))
+        sites: list[bool] = []
+        for path in naming:
+            if not any(sites) and not mentions_no_grad(texts[path]):
+                return False
+            if path not in self.uses:
+                assert self.resolve is not None
+                self.uses[path] = _walk(path, texts[path], self.resolve)
+            uses = self.uses[path]
+            if uses is None:
+                continue  # not valid Python: it cannot run
+            found = uses.calls.get(target, ())
+            if name in uses.unbound or not all(found):
+                return False
+            sites.extend(found)
+        return bool(sites)
+
+
+_TREES: dict[tuple[str, ...], _Tree] = {}
+
+
+def forget_trees() -> None:
+    """Drop what was read of the trees linted before (their files may have changed)."""
+    _TREES.clear()
+
+
+def no_grad_callees(path: str, names: Iterable[str], files: tuple[str, ...]
+                    ) -> frozenset[str]:
+    """The names among ``names`` of top-level functions of the file ``path`` that the
+    other files of the linted tree ``files`` call, always under ``no_grad``, and never use
+    otherwise. The tree's files are read and walked once per process, when first needed."""
+    tree = _TREES.get(files)
+    if tree is None:
+        _TREES.clear()  # one tree per run
+        tree = _TREES[files] = _Tree(files)
+    where = os.path.abspath(path)
+    return frozenset(name for name in names if tree.is_quiet((where, name)))
 
 
 class _Resolver:
@@ -120,13 +162,16 @@ class _Resolver:
         for path, name in _candidates(importer, qualified):
             data = self.texts.get(path)
             if data is not None:
-                return (path, name) if b"def " + name.encode() in data else None
+                # a name of the tree's file that it does not define: maybe re-exported
+                return (path, name) if b"def " + name.encode() in data else (_ELSEWHERE, name)
             if os.path.isfile(path):
                 return None  # a file that is not linted: its callers are not ours
         return None
 
 
 def _walk(path: str, data: bytes, resolve: _Resolver) -> _FileUses | None:
+    """What the file at ``path`` does with the tree's functions; ``None`` when it cannot
+    be parsed."""
     try:
         tree = ast.parse(data, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -135,14 +180,27 @@ def _walk(path: str, data: bytes, resolve: _Resolver) -> _FileUses | None:
     for stmt in tree.body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             ctx.add_import(stmt)
+    imports = ctx.imports
+    # the names bound to something that may be a module or function of the tree
+    local = {name for name, q in imports.items()
+             if q.partition(".")[0].lstrip(".") not in NOT_LOCAL}
     uses = _FileUses()
     defined: set[str] = set()
     unbound: set[str] = set()
     qualname = ctx.qualname
 
     def target_of(expr: ast.expr) -> _Target | None:
+        root = expr
+        while type(root) is ast.Attribute:
+            root = root.value  # type: ignore[attr-defined]
+        if type(root) is not ast.Name or root.id not in local:  # type: ignore[attr-defined]
+            return None
         q = qualname(expr)
-        return resolve(path, q) if q else None
+        target = resolve(path, q) if q else None
+        if target is not None and target[0] == _ELSEWHERE:
+            unbound.add(target[1])  # a re-export: which function it is, is not known
+            return None
+        return target
 
     todo: list[tuple[ast.AST, bool]] = [(tree, False)]
     push = todo.append
@@ -153,7 +211,7 @@ def _walk(path: str, data: bytes, resolve: _Resolver) -> _FileUses | None:
             target = target_of(node)  # type: ignore[arg-type]
             if target is not None:
                 uses.calls.setdefault(target, []).append(False)  # used as a value
-            elif qualname(node) is None:  # type: ignore[arg-type]
+            elif node.id not in imports:  # type: ignore[attr-defined]
                 unbound.add(node.id)  # type: ignore[attr-defined]
             continue
         if t is ast.Constant:
