@@ -3,9 +3,9 @@ file calls only with autograd recording off (no torch).
 
 ``evaluate(model, loader)`` in ``utils.py`` has no ``no_grad``, but ``train.py`` calls it as
 ``with torch.no_grad(): evaluate(model, dev)``. Linted alone, ``utils.py``'s forward passes
-look like they record a graph. When a whole tree is linted, :func:`no_grad_callees` reads
-the other files' calls of each such function, so that the engine judges it like a
-function whose every call in its own file runs under ``no_grad``
+look like they record a graph. When a whole tree is linted and such a function holds a
+finding, :func:`no_grad_callees` reads the other files' uses of it, so that the engine
+judges it like a function whose every call in its own file runs under ``no_grad``
 (:func:`torchmem.lint.callers.no_grad_functions`): the calls of the function's own file
 must run so too.
 
@@ -17,13 +17,14 @@ What is resolved:
 What is not (the function keeps its own grad mode):
     a call made anywhere else, even from a function that is itself only called under
     ``no_grad``; the function used as a value in another file (``map(f, ...)``, a
-    callback); a file that uses the name without an import this module resolves (a star
-    import, a name imported inside a function, a re-export through ``__init__.py``);
-    methods, and calls from outside the linted tree. A single-file lint sees no other
-    file.
+    callback, a ``lambda``); a file that uses the name without an import resolved here
+    (a star import, a name imported inside a function, a parameter of that name, a
+    re-export through ``__init__.py``); a notebook or a file too large to parse that
+    holds the name; methods; calls from outside the linted tree.
 
-Cost: the files that mention ``no_grad``/``inference_mode`` are parsed once more, then
-the files whose text holds the name of a function such a file calls under ``no_grad``.
+Cost: nothing until a top-level function holds a finding; then the tree's files are read
+once per process, and the files whose text holds the function's name are parsed, those
+that can call it under ``no_grad`` first (the search ends when none does).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ __all__ = ["forget_trees", "no_grad_callees"]
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 #: (defining file, function name)
 _Target = tuple[str, str]
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from|import)[ \t][^\n]*", re.M)
 #: the file of a target that a file of the tree imports without defining it
 _ELSEWHERE = ""
 
@@ -72,6 +75,7 @@ class _Tree:
         self.uses: dict[str, _FileUses | None] = {}
         self.quiet: dict[_Target, bool] = {}
         self.resolve: _Resolver | None = None
+        self.words: dict[str, tuple[frozenset[bytes], frozenset[bytes]]] | None = None
 
     def read(self) -> dict[str, bytes]:
         if self.texts is None:
@@ -100,26 +104,44 @@ class _Tree:
         word = name.encode()
         if any(word in data for data in self.unread):
             return False
+        # first the files that can call it under no_grad: those with its name and an
+        # import line naming it or its module (a call through an import that this misses
+        # is not counted, which leaves the function as it was)
+        stem = os.path.splitext(os.path.basename(where))[0]
+        if stem == "__init__":
+            stem = os.path.basename(os.path.dirname(where))
+        name_words = {word, stem.encode()}
+        callers = [path for path, (words, imported) in self.no_grad_words().items()
+                   if path != where and word in words and not imported.isdisjoint(name_words)]
+        if not any(any(self._sites(path, target) or ()) for path in callers):
+            return False  # no call under no_grad: the usual answer, nothing else read
         pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
-        naming = [path for path, data in texts.items()
-                  if path != where and word in data and pattern.search(data)]
-        # the files that can call it under no_grad first: most functions have none
-        naming.sort(key=lambda path: not mentions_no_grad(texts[path]))
-        sites: list[bool] = []
-        for path in naming:
-            if not any(sites) and not mentions_no_grad(texts[path]):
-                return False
-            if path not in self.uses:
-                assert self.resolve is not None
-                self.uses[path] = _walk(path, texts[path], self.resolve)
-            uses = self.uses[path]
-            if uses is None:
-                continue  # not valid Python: it cannot run
-            found = uses.calls.get(target, ())
-            if name in uses.unbound or not all(found):
-                return False
-            sites.extend(found)
-        return bool(sites)
+        for path, data in texts.items():
+            if path != where and word in data and pattern.search(data):
+                found = self._sites(path, target)
+                if found is None or not all(found):
+                    return False
+        return True
+
+    def no_grad_words(self) -> dict[str, tuple[frozenset[bytes], frozenset[bytes]]]:
+        """The words of each file of the tree that mentions ``no_grad``, and those of its
+        lines that start with ``import`` or ``from``."""
+        if self.words is None:
+            self.words = {path: (frozenset(_WORD.findall(data)), frozenset(_WORD.findall(
+                b"\n".join(_IMPORT_LINE.findall(data)))))
+                for path, data in self.read().items() if mentions_no_grad(data)}
+        return self.words
+
+    def _sites(self, path: str, target: _Target) -> list[bool] | None:
+        """One bool per use of ``target`` in the file (True: a call under ``no_grad``);
+        ``None`` when the file may use it unseen (its name without a resolved import)."""
+        if path not in self.uses:
+            assert self.resolve is not None and self.texts is not None
+            self.uses[path] = _walk(path, self.texts[path], self.resolve)
+        uses = self.uses[path]
+        if uses is None:
+            return []  # not valid Python: it cannot run
+        return None if target[1] in uses.unbound else uses.calls.get(target, [])
 
 
 _TREES: dict[tuple[str, ...], _Tree] = {}
