@@ -23,7 +23,7 @@ def messy(tmp_path: Path) -> Path:
     (tmp_path / "latin1_nocookie.py").write_bytes(b"x = 1\ns = '\xe9t\xe9'\n")
     (tmp_path / "empty.py").write_bytes(b"")
     (tmp_path / "binary.py").write_bytes(b"\x7fELF\x02\x01\x00\x00binary")
-    (tmp_path / "badcookie.py").write_bytes(b"# -*- coding: klingon -*-\nx = 1\n")
+    (tmp_path / "badcookie.py").write_bytes(b"# -*- coding: klingon -*-\nx = '\xe9'\n")
     (tmp_path / "cookie.py").write_bytes(
         b"# -*- coding: latin-1 -*-\ns = '\xe9\xe9'; import torch\nw = torch.ones(2); v = w.data\n")
     (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + DATA_CODE.encode())
@@ -43,7 +43,8 @@ def test_each_bad_file_gets_one_diagnostic_and_the_rest_is_linted(messy):
     assert "PEP 263" in errors["latin1_nocookie.py"][2]
     assert errors["binary.py"] == ("E902", 1,
                                    "binary file (contains NUL bytes); expected Python source")
-    assert "klingon" in errors["badcookie.py"][2]
+    assert "unknown encoding: klingon" in errors["badcookie.py"][2]
+    assert "not valid utf-8 at byte 31 (line 2)" in errors["badcookie.py"][2]
     assert errors["missing.py"][0] == "E902"
     found = {(Path(v.path).name, v.line, v.col) for v in result.violations}
     # cookie.py: the column counts characters of the decoded text, not latin-1 bytes
@@ -55,6 +56,16 @@ def test_decode_source_honours_bom_and_cookie():
     src = decode_source(b"# coding: cp1252\nx = '\x80'\n", "a.py")
     assert src.encoding == "cp1252" and "\u20ac" in src.text
     assert decode_source(b"", "a.py").text == ""
+
+
+def test_a_cookie_naming_a_codec_registered_at_run_time_is_read_as_utf8(tmp_path):
+    cookie = b"# -*- coding: future_fstrings -*-\n"
+    (tmp_path / "fstrings.py").write_bytes(cookie + ("s = f'\u00e9{1}'\n" + DATA_CODE).encode())
+    (tmp_path / "latin.py").write_bytes(cookie + b"s = '\xe9'\n" + DATA_CODE.encode())
+    result = lint_paths([str(tmp_path)], config=LintConfig(extend_select=("TMM401",)), jobs=1)
+    assert [(Path(e.path).name, e.code) for e in result.errors] == [("latin.py", "E902")]
+    assert [(Path(v.path).name, v.line) for v in result.violations] == [("fstrings.py", 5)]
+    assert decode_source(cookie + b"x = 1\n", "a.py").encoding == "utf-8"
 
 
 def test_an_exception_inside_the_linter_is_reported_for_that_file_only(tmp_path, monkeypatch):

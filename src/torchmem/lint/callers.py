@@ -54,10 +54,13 @@ def file_functions(tree: ast.Module) -> dict[_Key, list[ast.AST]]:
     return defs
 
 
-def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
-                      ) -> frozenset[int]:
+def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None],
+                      outside: frozenset[str] = frozenset()) -> frozenset[int]:
     """``id()`` of every function/method node of ``tree`` whose calls in the file all run
-    with autograd recording off (call it only when :func:`mentions_no_grad`)."""
+    with autograd recording off (call it only when :func:`mentions_no_grad` or with
+    ``outside``): ``outside`` names top-level functions that the other files of the tree
+    call only under ``no_grad`` (:func:`torchmem.lint.tree_callers.no_grad_callees`), as
+    calls made with recording off."""
     defs = file_functions(tree)
     if not defs:
         return frozenset()
@@ -67,7 +70,8 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
         return qualname(func) in NO_GRAD_CONTEXTS
 
     # calls[key] = list of (caller key, under a no_grad block)
-    calls: dict[_Key, list[tuple[_Key | None, bool]]] = {}
+    calls: dict[_Key, list[tuple[_Key | None, bool]]] = {
+        (None, name): [(None, True)] for name in outside if (None, name) in defs}
     escaped: set[_Key] = set()
     decorated: set[_Key] = set()
 

@@ -123,7 +123,8 @@ def parse(text: str, path: str = "<string>") -> ast.Module:
 
 
 def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | None = None,
-                ignore: Iterable[str] | None = None) -> list[Violation]:
+                ignore: Iterable[str] | None = None,
+                tree_files: tuple[str, ...] = ()) -> list[Violation]:
     """Lint one Python source string and return its violations, ordered by position.
 
     Args:
@@ -133,6 +134,9 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
             (the memory and correctness rules: not the hygiene ``TMM401``/``TMM402``/
             ``TMM404``/``TMM603`` or the opinionated ``TMM9xx``).
         ignore: codes or prefixes to leave out (wins over ``select``).
+        tree_files: the files of the linted tree, ``path`` among them: a top-level
+            function holding a finding that the other files call only under ``no_grad``
+            is analysed as ``no_grad`` (:mod:`torchmem.lint.tree_callers`).
 
     Returns:
         Violations sorted by line, column and code; ``# noqa`` comments already applied.
@@ -150,7 +154,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     if isinstance(ignore, str):
         ignore = [ignore]
     with fewer_collections():
-        return _lint(text, path, select, ignore)
+        return _lint(text, path, select, ignore, tree_files)
 
 
 #: cyclic-collector thresholds while a file is linted: its AST and the analysis's tables are
@@ -177,7 +181,8 @@ def fewer_collections() -> Iterator[None]:
 
 
 def _lint(text: str, path: str, select: Iterable[str] | None,
-          ignore: Iterable[str] | None) -> list[Violation]:
+          ignore: Iterable[str] | None, tree_files: tuple[str, ...] = (),
+          caller_no_grad: frozenset[str] = frozenset()) -> list[Violation]:
     rules = select_rules(list(select) if select is not None else None,
                          list(ignore) if ignore else None)
     if text.startswith("\ufeff"):
@@ -193,8 +198,8 @@ def _lint(text: str, path: str, select: Iterable[str] | None,
     ctx.summaries.walker = walker
     for stmt in _top_level(tree.body):
         ctx.add_import(stmt)
-    if mentions_no_grad(text):
-        ctx.quiet_functions = no_grad_functions(tree, ctx.qualname)
+    if caller_no_grad or mentions_no_grad(text):
+        ctx.quiet_functions = no_grad_functions(tree, ctx.qualname, caller_no_grad)
     if mentions_eval(text):
         ctx.eval_functions = eval_functions(tree, ctx.qualname)
     if "register_forward_hook" in text:
@@ -215,8 +220,27 @@ def _lint(text: str, path: str, select: Iterable[str] | None,
         walker.close()
         ctx.summaries.walker = None
     found = _noqa_filter(ctx.violations, ctx)
+    if found and tree_files and not caller_no_grad:
+        quiet = _quiet_in_tree(tree, found, ctx.quiet_functions, path, tree_files)
+        if quiet:  # judged again with those functions under no_grad
+            return _lint(text, path, select, ignore, (), quiet)
     unique = {(v.line, v.col, v.code): v for v in found}
     return sorted(unique.values(), key=Violation.sort_key)
+
+
+def _quiet_in_tree(tree: ast.Module, found: list[Violation], quiet: frozenset[int],
+                   path: str, tree_files: tuple[str, ...]) -> frozenset[str]:
+    """The top-level functions holding a finding, not ``no_grad`` in their file, that the
+    other files of the tree call only under ``no_grad``."""
+    from torchmem.lint.tree_callers import no_grad_callees
+
+    lines = sorted({v.line for v in found})
+    names = [stmt.name for stmt in tree.body
+             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and id(stmt) not in quiet
+             and any(stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)
+                     for line in lines)]
+    return no_grad_callees(path, names, tree_files) if names else frozenset()
 
 
 def _debug_kinds(text: str) -> dict[str, Any]:  # pragma: no cover - developer aid

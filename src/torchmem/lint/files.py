@@ -5,7 +5,8 @@ be linted get a per-file diagnostic and the others are still linted:
 
 - ``E902`` (io-error): missing path, unreadable file, binary file (NUL bytes), bytes
   that are not valid in the file's encoding (UTF-8 unless a PEP 263 coding cookie or a
-  BOM says otherwise);
+  BOM says otherwise; a cookie naming a codec Python does not know, such as one a package
+  registers at run time, is read as UTF-8 when the bytes are valid UTF-8);
 - ``E999`` (syntax-error): the file is not valid Python;
 - ``TMM000`` (internal-error): the linter itself failed on this file (a bug to report).
 
@@ -73,12 +74,16 @@ def decode_source(data: bytes, path: str) -> SourceFile | Violation:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
         try:  # no usable cookie: tokenize reports bad UTF-8 in the first lines this way
-            data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as bad:
             line = data.count(b"\n", 0, bad.start) + 1
-            return io_error(path, f"not valid utf-8 at byte {bad.start} (line {line}); "
+            why = f"{exc.msg}; " if exc.msg.startswith("unknown encoding") else ""
+            return io_error(path, f"{why}not valid utf-8 at byte {bad.start} (line {line}); "
                                   "expected UTF-8 text or a PEP 263 coding cookie naming "
                                   "the file's encoding")
+        if exc.msg.startswith("unknown encoding"):
+            # a codec registered at run time (``future_fstrings``) over UTF-8 text
+            return SourceFile(text=text, encoding="utf-8")
         return io_error(path, f"cannot decode: {exc.msg}; expected UTF-8 or a valid "
                               "PEP 263 coding cookie")
     try:
@@ -141,6 +146,8 @@ class _Options:
     unsafe_fixes: bool = False
     diff: bool = False
     write: bool = True
+    #: the files of a whole-tree run, for their calls of each other's functions
+    tree_files: tuple[str, ...] = ()
 
 
 def _count_lines(text: str) -> int:
@@ -166,7 +173,8 @@ def _lint_text(text: str, path: str, opts: _Options,
     select = list(opts.select) if opts.select is not None else None
 
     def run(src: str) -> list[Violation]:
-        return lint_source(src, path, select=select, ignore=list(ignore) or None)
+        return lint_source(src, path, select=select, ignore=list(ignore) or None,
+                           tree_files=opts.tree_files)
 
     lines = _count_lines(text)
     try:
@@ -308,6 +316,11 @@ def lint_paths(paths: Iterable[str] | str, *, select: Sequence[str] | None = Non
                     ignore=tuple(config.ignore), fix=fix and not diff,
                     unsafe_fixes=unsafe_fixes, diff=diff)
     files, problems = discover(path_list, config)
+    if len(files) > 1:  # a whole tree: the files' calls of each other's functions
+        from torchmem.lint.tree_callers import forget_trees
+
+        forget_trees()
+        opts = replace(opts, tree_files=tuple(files))
     jobs_list = [(f, opts, config.ignored_for(f)) for f in files]
     reports = _run(jobs_list, jobs or default_jobs())
     violations = sorted((v for r in reports for v in r.violations), key=Violation.sort_key)
