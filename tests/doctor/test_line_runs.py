@@ -128,12 +128,6 @@ def _culprit(capture: dict) -> dict:
     return finding["culprit"]
 
 
-def test_doctor_names_the_branch_that_runs(doctor):
-    source = _script("False")  # the `else:` append runs, the first one never does
-    capture, _ = doctor.run(source, compare_stdout=True)
-    assert _culprit(capture)["line"] == doctor.line(source, "history.append(out)")
-
-
 def test_doctor_names_the_first_branch_when_it_is_the_one_that_runs(doctor):
     source = _script("True")  # twin: the other branch
     capture, _ = doctor.run(source)
