@@ -16,10 +16,7 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 * when the collector found cycles since the last boundary or memory is rising, a
   private ``gc.collect()`` with ``DEBUG_SAVEALL`` to see which tensors only cyclic
   garbage holds (the garbage is released right after);
-* on CUDA, the allocator statistics (fragmentation);
-* (off) for the next step, a line tracer on the user's files
-  (:mod:`torchmem.doctor.line_runs`): which statements run, so a branch never taken is
-  not named; it stays off because tracing kept the script's tensors alive longer.
+* on CUDA, the allocator statistics (fragmentation).
 
 At the end (however the script ended) it turns that evidence into findings
 (:func:`torchmem.doctor.causes.diagnose`), plus what grows within evaluation passes
@@ -53,7 +50,6 @@ from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
 from torchmem.doctor.culprit import take_snapshot
 from torchmem.doctor.grad_watch import GradWatch
-from torchmem.doctor.line_runs import LineWatch, observed
 from torchmem.doctor.pass_evidence import PassEvidence
 from torchmem.doctor.runner import Outcome, Probe, Run
 
@@ -125,7 +121,6 @@ class DoctorProbe(Probe):
         self._unreached: Any = None  # UnreachedSchedule in deep mode
         self._native: Any = None
         self._roots = BackwardRoots()
-        self._lines: LineWatch | None = None  # off: see on_start
 
     # -- per-step bookkeeping ---------------------------------------------------
     def _reset_step_counters(self) -> None:
@@ -152,11 +147,6 @@ class DoctorProbe(Probe):
             self._unreached = UnreachedSchedule(MIN_UNTRACKED_PER_STEP / 2)
             self._native = NativeCalls(run.frames.is_user_file)
             self._native.install()
-            # The line watch (LineWatch) stays off: a Python trace function makes CPython
-            # copy frames' variables into f_locals dicts at every event, and under it the
-            # script's tensors were measured freed later than without it (torchmem lines
-            # on examples/leaky_train.py: +2.8 KiB/step at the loader's line, +512 B
-            # without). It needs a tracer that leaves no reference behind.
 
     def on_event(self, run: Run, name: str, info: dict[str, Any]) -> None:
         if name == "backward":
@@ -194,8 +184,6 @@ class DoctorProbe(Probe):
                 self._unreached.reset()
 
     def on_step(self, run: Run, step: int, frame: FrameType | None) -> None:
-        if self._lines is not None:
-            self._lines.disarm()  # the watched step is over
         ev = self.evidence
         ev.steps = step
         if self._backward:
@@ -238,9 +226,6 @@ class DoctorProbe(Probe):
             spent = self.peaks.spent
             self._guard("census", step, self.peaks.at_step, run, step, frame, last)
             self.analysis_s += self.peaks.spent - spent
-        if self._lines is not None and (analysis_steps(step) or step == 1) and not last \
-                and not run.stopper.requested:  # a stop traces the frames itself
-            self._guard("line watch", step, self._lines.arm, frame)  # which lines run next
 
     def _diagnose(self, run: Run) -> None:
         """Findings from the evidence: paths, the heap gap, evaluation passes."""
@@ -353,8 +338,6 @@ class DoctorProbe(Probe):
     def on_finish(self, run: Run, outcome: Outcome) -> None:
         if self._native is not None:
             self._native.remove()
-        if self._lines is not None:
-            self._lines.disarm()
         if self._gc_callback_installed:
             try:
                 gc.callbacks.remove(self._gc_callback)
@@ -385,9 +368,7 @@ class DoctorProbe(Probe):
                 self.crash = explain_crash(outcome.exc, outcome.frame, run.frames.is_user_file)
             except Exception as err:  # noqa: BLE001
                 self._record_error("crash analysis", step, err)
-        # statements in branches that never ran are not named (torchmem.doctor.line_runs)
-        with observed(self._lines.runs.resolved() if self._lines is not None else None):
-            self._diagnose(run)
+        self._diagnose(run)
         if self.crash is not None:
             self.findings.insert(0, self.crash)
         if self.census is not None and self.census_step:

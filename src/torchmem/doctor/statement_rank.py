@@ -5,15 +5,13 @@ module ranks them: the kind of statement the finding needs (an append for a cont
 rebinding that reads the old value for a chain, ``+=`` for a running sum), statements
 that add rather than initialise, the one inside a loop over the one outside, a statement
 that brings in another value for a graph of forward passes, the culprit's exact text, the
-function that holds it; and, only to break ties, a statement that did not run while the
-doctor watched (:mod:`torchmem.doctor.line_runs`) comes after one that did.
+function that holds it.
 
 Never imports torch.
 """
 
 from __future__ import annotations
 
-from torchmem.doctor.line_runs import did_not_run
 from torchmem.doctor.path_keys import writes_other_key
 from torchmem.doctor.source import Statement
 
@@ -53,11 +51,6 @@ def best_statement(statements: list[Statement], want: str = "container",
             (``Statement.brings``: ``stat * (1 - m) + var * m``) is preferred to one that
             only transforms the old value or adds detached data (``stat.to(x.device)``,
             ``stat + var.data``), which cannot have linked them.
-
-    Among statements alike in all of that, one whose code ran while the doctor watched but
-    which itself never ran (the branch of an ``if`` not taken:
-    :mod:`torchmem.doctor.line_runs`) comes after the others: a few watched steps can
-    miss a statement that runs only now and then, so this only breaks ties.
     """
     order = _PREFERENCE.get(want, _PREFERENCE["container"])
     best: tuple[tuple[int, ...], Statement] | None = None
@@ -78,7 +71,6 @@ def best_statement(statements: list[Statement], want: str = "container",
             -order.index(s.kind),
             1 if brings_graph and s.brings else 0,
             1 if s.in_loop else 0,
-            0 if did_not_run(s.file, s.line) else 1,
             1 if exact is not None and s.target == exact else 0,
             1 if function is not None and s.function == function else 0,
             -s.line,
