@@ -75,7 +75,8 @@ class _Tree:
         self.uses: dict[str, _FileUses | None] = {}
         self.quiet: dict[_Target, bool] = {}
         self.resolve: _Resolver | None = None
-        self.words: dict[str, tuple[frozenset[bytes], frozenset[bytes]]] | None = None
+        #: files that mention ``no_grad`` -> the words of their import lines
+        self.imports: dict[str, frozenset[bytes]] | None = None
 
     def read(self) -> dict[str, bytes]:
         if self.texts is None:
@@ -111,8 +112,9 @@ class _Tree:
         if stem == "__init__":
             stem = os.path.basename(os.path.dirname(where))
         name_words = {word, stem.encode()}
-        callers = [path for path, (words, imported) in self.no_grad_words().items()
-                   if path != where and word in words and not imported.isdisjoint(name_words)]
+        callers = [path for path, imported in self.no_grad_imports().items()
+                   if path != where and not imported.isdisjoint(name_words)
+                   and word in texts[path]]
         if not any(any(self._sites(path, target) or ()) for path in callers):
             return False  # no call under no_grad: the usual answer, nothing else read
         pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
@@ -123,14 +125,14 @@ class _Tree:
                     return False
         return True
 
-    def no_grad_words(self) -> dict[str, tuple[frozenset[bytes], frozenset[bytes]]]:
-        """The words of each file of the tree that mentions ``no_grad``, and those of its
-        lines that start with ``import`` or ``from``."""
-        if self.words is None:
-            self.words = {path: (frozenset(_WORD.findall(data)), frozenset(_WORD.findall(
-                b"\n".join(_IMPORT_LINE.findall(data)))))
-                for path, data in self.read().items() if mentions_no_grad(data)}
-        return self.words
+    def no_grad_imports(self) -> dict[str, frozenset[bytes]]:
+        """The words of the lines that start with ``import`` or ``from``, for each file of
+        the tree that mentions ``no_grad`` (the name itself is then looked for as bytes: a
+        file that only contains it inside a longer word is walked for nothing, no more)."""
+        if self.imports is None:
+            self.imports = {path: frozenset(_WORD.findall(b"\n".join(_IMPORT_LINE.findall(data))))
+                            for path, data in self.read().items() if mentions_no_grad(data)}
+        return self.imports
 
     def _sites(self, path: str, target: _Target) -> list[bool] | None:
         """One bool per use of ``target`` in the file (True: a call under ``no_grad``);
