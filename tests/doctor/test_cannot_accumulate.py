@@ -78,7 +78,11 @@ def _findings(doctor, source: str) -> list[dict]:
 
 def test_variables_rebound_to_fresh_tensors_of_growing_size_are_not_culprits(doctor):
     findings = _findings(doctor, RANDOM_BATCHES)
-    names = [f["culprit"]["name"] for f in findings if f.get("culprit")]
+    # a `fragmentation` finding names the variable whose shapes vary (x here) without
+    # claiming that it accumulates; whether RSS shows it depends on which malloc arena
+    # serves each thread, so it comes and goes with the machine's load
+    names = [f["culprit"]["name"] for f in findings
+             if f.get("culprit") and f["cause"] != "fragmentation"]
     assert "x" not in names and "y" not in names, findings
 
 
