@@ -66,6 +66,21 @@ def test_name_matching_rules():
     assert not judge.name_matches("self", ["self.history"])
 
 
+def test_a_line_matches_any_line_of_the_same_simple_statement(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("total = 0\n"
+                      "for step in range(3):\n"
+                      "    ema = (\n"
+                      "        0.5 * step\n"
+                      "    )\n"
+                      "    if ema:\n"
+                      "        total += ema\n", encoding="utf-8")
+    assert judge.statement_lines(script, 4) == range(3, 6)
+    assert judge.statement_lines(script, 2) == range(2, 3)       # a loop's header only
+    assert judge.statement_lines(script, 7) == range(7, 8)
+    assert judge.statement_lines(tmp_path / "missing.py", 4) == range(4, 5)
+
+
 def test_name_matching_closure_cells_and_instance_attributes():
     # a closure cell is a hop like an item or an attribute
     assert judge.name_matches("Embedding.forward:func_with_cache", ["Embedding.forward"])

@@ -17,12 +17,15 @@ Matching rules (the manifest's ``about`` field says the same):
   module's hook dict reaches).
   An empty accepted list means the script has no variable to name (CUDA allocator
   causes): any culprit passes.
-* Its line is right when the culprit's file is the script and its line is accepted.
+* Its line is right when the culprit's file is the script and its line is accepted, or
+  lies in the same simple statement as an accepted line (a statement written over several
+  lines, such as ``x = (\n a * b\n)``, is one statement whichever of its lines is named).
 * A healthy script must have no finding at all; any finding is a false alarm.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -39,6 +42,29 @@ MANIFEST = CORPUS_DIR / "manifest.json"
 
 __all__ = ["Entry", "Result", "load_manifest", "run_doctor", "judge", "run_corpus",
            "cuda_available", "name_matches"]
+
+
+def statement_lines(path: Path, line: int) -> range:
+    """The lines of the innermost simple statement of ``path`` that spans ``line``.
+
+    A compound statement (``for``, ``if``, ``def``...) is not one statement here: only its
+    header lines count, so a line in its body never matches the header or a sibling.
+    """
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return range(line, line + 1)
+    spans = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        end = node.end_lineno
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            end = body[0].lineno - 1        # a compound statement: its header only
+        if node.lineno <= line <= end:
+            spans.append(range(node.lineno, end + 1))
+    return min(spans, key=len, default=range(line, line + 1))
 
 
 @dataclass(frozen=True)
@@ -132,7 +158,9 @@ class Result:
         file = culprit.get("file")
         if not file or Path(file).name != self.entry.script:
             return False
-        return culprit.get("line") in self.entry.line
+        line = culprit.get("line")
+        return line in self.entry.line or any(
+            line in statement_lines(self.entry.path, accepted) for accepted in self.entry.line)
 
     @property
     def passed(self) -> bool:
