@@ -51,7 +51,9 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("stale_extractor_hooks.py", "growing_container", None, 14),
     # written in place inside the loop, rebound once before it: the write is the line
     ("inplace_result_table.py", "hidden_state_chain", "table", 18),
-    ("no_zero_grad.py", "grad_not_cleared", "opt", 12),
+    ("no_zero_grad.py", "grad_not_cleared", "opt", 7),  # the zero_grad() before the loop
+    # ... in the function whose loop runs the steps, through two helpers
+    ("zero_grad_before_loop.py", "grad_not_cleared", "self.optimizers", 30),
     ("manual_update_data.py", "grad_not_cleared", "net", 10),
     ("clip_no_zero_grad.py", "grad_not_cleared", "opt", 18),  # clip_grad_norm_ between backward and step
     ("cycle_closure.py", "reference_cycle", None, 8),
@@ -61,6 +63,9 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("module_keeps_function_output.py", "reference_cycle", "Layer.cache", 20),  # ctx keeps a bound method
     ("cycle_stream.py", "growing_container", "stream.<internal list>", 16),  # cycle's own list
     ("numpy_history.py", "growing_container", "history['recon']", 19),  # numpy arrays, no tensor
+    # objects kept by a helper: its append, not the call that hands them over (a caller
+    # can detach or reduce a tensor, not an object)
+    ("objects_registry_helper.py", "growing_container", "registry.loaders", 10),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)
@@ -73,6 +78,23 @@ def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     assert top.culprit.line == line
     assert top.fix
     assert not result.notes, result.notes  # no probe errors
+
+
+def test_a_list_that_only_binds_what_grows_deeper_is_named_at_the_statement_that_stored_it():
+    # `items` stays 400 long; each item's dict gains a view of a batch output. The census
+    # of the largest storages says which statement stored them (`self.vectors[name] =
+    # vector`, in a helper that keeps what it is handed): the finding names the call that
+    # hands the views over, not `items = [...]`
+    gc.collect()
+    probe = DoctorProbe()
+    result = run_script(Target(path=str(SCRIPTS / "views_stored_deeper.py")), [probe],
+                        monitor_interval=None)
+    assert result.exit_code == 0, result.error
+    top = probe.findings[0]
+    assert (top.cause, top.culprit.name, top.culprit.line) == ("view_pins_storage", "items", 21)
+    assert any("only makes `items`" in e and "items[" in e for e in top.evidence)
+    # the edit is where the view is stored (as for a helper's append): a copy of the piece
+    assert top.fix_kind == "edit" and top.edit.statement == "self.vectors[name] = vector.clone()"
 
 
 def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it():

@@ -73,6 +73,7 @@ from torchmem.doctor.record_findings import (
 from torchmem.doctor.stale_hooks import stale_hook_list
 from torchmem.doctor.source import Statement, find_statements
 from torchmem.doctor.statement_rank import best_statement
+from torchmem.doctor.value_kinds import objects_only
 from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
 from torchmem.units import format_bytes
 
@@ -254,9 +255,13 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         if chain_note is not None:
             fix = chain_note[1]
         # the statement sits in a helper that keeps what it is handed: the line is the
-        # call that hands the values over (the fix still edits the helper's statement)
-        site, passed_through = (None, []) if stmt is None or hooks or stats.kind == "grad" else (
-            caller_statement(stmt, _files(stats)) or (None, []))
+        # call that hands the values over (the fix still edits the helper's statement),
+        # when the values are tensors, which the caller can detach or reduce; objects
+        # (a data loader, a module) only the keeping statement can stop keeping
+        handed_over = not (stmt is None or hooks or stats.kind == "grad" or (
+            cause == "growing_container" and objects_only(stats.holds)))
+        site, passed_through = (caller_statement(stmt, _files(stats)) or (None, [])) \
+            if handed_over else (None, [])
         shown = site or stmt
         # hooks left registered that keep appending: the list they append to, at its append
         stale = stale_hook_list([p for p in growing if paths[p].kind == "hook" and paths[p].root

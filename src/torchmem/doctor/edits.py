@@ -373,6 +373,7 @@ def path_fix(cause: str, name: str, stmt: Statement | None, *, holds: tuple[str,
     (``stream.<internal list>``; ``owner_type``: that object's type name)."""
     from torchmem.doctor.fixes import advice_text, edit_text, internal_advice
     from torchmem.doctor.internals import internal_owner
+    from torchmem.doctor.value_kinds import objects_only
 
     owner = internal_owner(name)
     if owner is not None:
@@ -387,5 +388,5 @@ def path_fix(cause: str, name: str, stmt: Statement | None, *, holds: tuple[str,
         alternative = proposal.edits[1] if len(proposal.edits) > 1 else None
         return PathFix(edit_text(cause, proposal.edit, alternative=alternative), "edit", proposal)
     text = advice_text(cause, name, stmt, proposal.refusal, scalar=scalar, is_tuple=is_tuple,
-                       has_graph=has_graph, hook=hook)
+                       has_graph=has_graph, hook=hook, objects=objects_only(holds))
     return PathFix(text, "advice", proposal)

@@ -47,6 +47,9 @@ class GradCheck:
     file: str | None = None
     line: int | None = None
     code: str | None = None
+    # (file, line, code, function) of a zero_grad() that ran before the loop of the steps,
+    # in the function that runs that loop (:mod:`torchmem.doctor.zero_grad_site`)
+    zero_site: tuple[str, int, str, str] | None = None
 
 
 @dataclass

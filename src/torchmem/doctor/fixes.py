@@ -52,7 +52,8 @@ def _swap(code: str, old: str, new: str) -> str:
 
 
 def fix_for(cause: str, name: str, stmt: Statement | None, *, scalar: bool = False,
-            is_tuple: bool = False, has_graph: bool = True, hook: bool = False) -> str:
+            is_tuple: bool = False, has_graph: bool = True, hook: bool = False,
+            objects: bool = False) -> str:
     """One fix sentence for ``cause`` at ``stmt`` (generic when ``stmt`` is None).
 
     Example:
@@ -112,6 +113,9 @@ def fix_for(cause: str, name: str, stmt: Statement | None, *, scalar: bool = Fal
         bound = f"`{name} = collections.deque(maxlen=N)`" if not (stmt and stmt.kind == "setitem") else \
             "an LRU bound (evict old keys) or clear it every epoch"
         where = f" (line {stmt.line}: `{code}`)" if stmt else ""
+        if objects:  # objects that reach tensors: nothing to reduce, only to let go
+            return (f"let go of each object when it is done: remove it from `{name}` then, or "
+                    f"keep `weakref.ref(obj)` instead of the object, or bound it: {bound}{where}")
         return f"bound it: {bound}, or store summaries (`.item()`, means) instead of tensors{where}"
     if cause == "grad_not_cleared":
         return (f"call `{name}.zero_grad(set_to_none=True)` once per optimizer step, before "

@@ -118,7 +118,10 @@ def _default_is_user() -> Callable[[str], bool]:
     return is_user
 
 
-def _statement(path: str, file: str | None, function: str) -> Any:
+def holder_statement(path: str, file: str | None, function: str) -> Any:
+    """The statement that put what ``path`` reaches there: the one that stores into its
+    last container or attribute (a hook's registration for a path through a hook dict),
+    in ``file``; None when the source does not say."""
     if not file:
         return None
     from torchmem.doctor.source import find_statements
@@ -242,7 +245,7 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
                     if ids and not same:  # the target tensor is known: this is a view
                         detail = detail or "a view of it (same storage)"
             if target is not None and target not in done:
-                stmt = _statement(path, file, function)
+                stmt = holder_statement(path, file, function)
                 hits = found.setdefault(target, Search()).holders
                 hits.append(Holder(path, kind, detail, stmt.file if stmt else None,
                                    stmt.line if stmt else None, stmt.code if stmt else None,

@@ -50,6 +50,7 @@ from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
 from torchmem.doctor.culprit import take_snapshot
 from torchmem.doctor.grad_watch import GradWatch
+from torchmem.doctor.zero_grad_site import ZeroGradSite
 from torchmem.doctor.pass_evidence import PassEvidence
 from torchmem.doctor.runner import Outcome, Probe, Run
 
@@ -113,6 +114,7 @@ class DoctorProbe(Probe):
         self._gc_found = 0
         self._gc_callback_installed = False
         self._grads = GradWatch()
+        self._zero_site = ZeroGradSite()
         self._last_garbage_step = 0
         self._full_done = False
         self.crash: Any = None
@@ -164,6 +166,7 @@ class DoctorProbe(Probe):
                             info.get("frame"), run.frames.is_user_file)
         elif name == "zero_grad":
             self._zero += 1
+            self._zero_site.record(info.get("frame"), run.frames.is_user_file)
         elif name == "empty_cache":
             self._empty += 1
             if self.evidence.empty_cache_site is None:
@@ -206,7 +209,8 @@ class DoctorProbe(Probe):
                 if stats is not None and refs:
                     stats.survived_next = sum(r() is not None for r in refs) / len(refs)
         if self._grads.pending(step):
-            self._guard("gradient check", step, self._finish_grad_check, step, backward, zero, frame)
+            self._guard("gradient check", step, self._finish_grad_check, step, backward, zero, frame,
+                        run.frames.is_user_file)
         last = run.max_steps is not None and step >= run.max_steps
         if analysis_steps(step) or last or step == 1:
             import time
@@ -242,6 +246,14 @@ class DoctorProbe(Probe):
                                           self.findings)
         except Exception as err:  # noqa: BLE001
             self._record_error("allocator diagnosis", 0, err)
+        try:
+            from torchmem.doctor.holder_statements import with_holder_statements
+
+            self.findings = with_holder_statements(
+                self.findings, self.holders(),
+                [f.culprit.file for f in self.findings if f.culprit is not None and f.culprit.file])
+        except Exception as err:  # noqa: BLE001
+            self._record_error("holder statements", 0, err)
         try:
             named = {f.culprit.name for f in self.findings if f.culprit is not None}
             self.findings += [f for f in self.passes.findings(self.evidence.snapshots)
@@ -330,9 +342,12 @@ class DoctorProbe(Probe):
         self._last_garbage_step = step
         self.evidence.garbage.append(record)
 
-    def _finish_grad_check(self, step: int, backward: int, zero: int, frame: FrameType | None) -> None:
+    def _finish_grad_check(self, step: int, backward: int, zero: int, frame: FrameType | None,
+                           is_user: Any) -> None:
         check = self._grads.finish(step, backward, zero, frame)
         if check is not None:
+            if not zero:  # a zero_grad() that ran once, before the loop of the steps?
+                check.zero_site = self._zero_site.outside(frame, is_user)
             self.evidence.grad_checks.append(check)
 
     def on_finish(self, run: Run, outcome: Outcome) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchmem.doctor.fixes import TITLES, fix_for
+from torchmem.doctor.zero_grad_site import receiver
 from torchmem.doctor.source import Statement
 from torchmem.model.capture import Culprit, Finding
 from torchmem.units import KiB, format_bytes
@@ -76,12 +77,25 @@ def grad_findings(ev: Evidence) -> list[Finding]:
                 f".grad tensors kept accumulating and zero_grad() was never called",
                 "memory does not grow (gradients are summed in place): the updates are wrong, "
                 "each step applies the sum of all gradients so far")
+    once = last.zero_site
+    if once is not None:  # zero_grad() ran, once, before the loop that runs the steps
+        file, line, code, function = once
+        name = receiver(code) or name
+        culprit = Culprit(name=name or "gradients", kind="local", file=file, line=line,
+                          code=code, function=function)
+        evidence = (f"`{code}` (line {line}, in `{function}`) clears the gradients before the "
+                    f"loop that runs the steps, not once per step: it did not run again",
+                    *evidence)
+        fix = (f"move `{code}` (line {line}) into the loop, so that it runs once per optimizer "
+               f"step, before `backward()`")
+    else:
+        fix = (f"clear the gradients after each update: `for p in {name}: p.grad = None` "
+               "(or `p.grad.zero_()`) before the next `backward()`" if last.manual
+               else fix_for("grad_not_cleared", name, None))
     return [Finding(cause="grad_not_cleared", title=TITLES["grad_not_cleared"], device="cpu",
                     bytes=last.grad_bytes, bytes_per_step=0.0, culprit=culprit,
                     evidence=evidence,
-                    fix=(f"clear the gradients after each update: `for p in {name}: p.grad = None` "
-                         "(or `p.grad.zero_()`) before the next `backward()`" if last.manual
-                         else fix_for("grad_not_cleared", name, None)),
+                    fix=fix,
                     data={"checks": len(checks), "accumulating": len(bad)}, confidence="high")]
 
 

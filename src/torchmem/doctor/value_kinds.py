@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["value_kinds"]
+__all__ = ["value_kinds", "objects_only"]
 
 #: values of a container whose kinds :func:`value_kinds` reads (the last ones: growth appends)
 _KINDS_SAMPLE = 32
@@ -49,3 +49,9 @@ def value_kinds(obj: Any) -> tuple[str, ...]:
         return tuple(sorted({_value_kind(v) for v in values}))
     except Exception:  # noqa: BLE001 - an odd container: no evidence
         return ()
+
+
+def objects_only(holds: tuple[str, ...]) -> bool:
+    """Whether kinds read by :func:`value_kinds` are objects only (``None`` aside): no tensor
+    nor container of them, so nothing to detach or reduce, only objects to let go of."""
+    return "object" in holds and set(holds) <= {"object", "None"}
