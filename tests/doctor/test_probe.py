@@ -60,6 +60,8 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("exception_cycle.py", "reference_cycle", None, 12),
     ("ctx_keeps_output.py", "reference_cycle", "ctx.result", 8),  # a Function's ctx keeps its output
     ("closure_callback_cycle.py", "reference_cycle", "on_done", 13),  # where the closure is stored
+    # a tensor hook bound to the object that keeps the tensor: the registration closes it
+    ("self_hook_cycle.py", "reference_cycle", "self.save_gradient", 19),
     ("module_keeps_function_output.py", "reference_cycle", "Layer.cache", 20),  # ctx keeps a bound method
     ("cycle_stream.py", "growing_container", "stream.<internal list>", 16),  # cycle's own list
     ("numpy_history.py", "growing_container", "history['recon']", 19),  # numpy arrays, no tensor

@@ -39,6 +39,7 @@ import ast
 from dataclasses import replace
 from typing import Any, Sequence
 
+from torchmem.doctor.hook_cycles import self_hook_site
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.source import Statement, _reads, find_statements, load_tree, parse_path
 from torchmem.doctor.statement_rank import best_statement
@@ -163,15 +164,22 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
     stmt = _hooks_site(files) if hooked else None
     in_place = False
     written = None
+    self_hook = None
     if stmt is None:
         found = writes[path]
         in_place = bool(found)
         written = None if in_place else _written_from(path, stats)
-        stmt = written or best_statement(found or find_statements(path, files), "container",
-                                         function=stats.function, exact=path)
-    culprit = Culprit(name=path, kind=stats.kind, file=stmt.file if stmt else stats.file,
+        # a hook on a node that holds the object holding the node: the cycle's closing edge
+        self_hook = None if in_place or written else self_hook_site(files)
+        stmt = self_hook[0] if self_hook else written or best_statement(
+            found or find_statements(path, files), "container", function=stats.function,
+            exact=path)
+    culprit = Culprit(name=self_hook[1] if self_hook else path,
+                      kind="hook" if self_hook else stats.kind,
+                      file=stmt.file if stmt else stats.file,
                       line=stmt.line if stmt else None, code=stmt.code if stmt else None,
-                      function=stmt.function if stmt else stats.function, type=stats.type)
+                      function=stmt.function if stmt else stats.function,
+                      type=None if self_hook else stats.type)
     graphs = (last.graph_tensors - first.graph_tensors) / span
     evidence = [
         f"what `{path}` held at the previous snapshot is still alive at each of the last "
@@ -197,6 +205,16 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
                "saved_tensors_hooks, or pack `t.detach()` (`lambda t: t.detach()`: the "
                "values without the graph) and check with the doctor that the growth is gone"
                + (f" (line {stmt.line}: `{stmt.code}`)" if stmt else ""))
+    elif self_hook is not None and stmt is not None:
+        evidence.append(f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) stores "
+                        f"`{self_hook[1]}` in an autograd node, and `{self_hook[1]}` holds "
+                        f"`self`, whose `{path.split('.', 1)[-1]}` (and what it keeps) leads "
+                        "back to that node: self -> tensor -> grad_fn -> hook -> self, a cycle "
+                        "through C++ that Python's garbage collector cannot see")
+        fix = (f"let the hook hold a weak reference (`ref = weakref.ref(self)` and call "
+               f"`ref()` inside it, returning when it is None), or remove it after use "
+               f"(keep the handle `{stmt.method}` returns and call `handle.remove()`) "
+               f"(line {stmt.line}: `{stmt.code}`)")
     elif in_place and stmt is not None:
         evidence.append(f"`{stmt.code}` (line {stmt.line}) writes into `{path}` in place while "
                         f"autograd records it: when what is written was computed from a view "
