@@ -70,7 +70,7 @@ from torchmem.doctor.record_findings import (
     cycle_findings,
     grad_findings,
 )
-from torchmem.doctor.stale_hooks import stale_hook_list
+from torchmem.doctor.stale_hooks import kept_handles, stale_hook_list
 from torchmem.doctor.source import Statement, find_statements
 from torchmem.doctor.statement_rank import best_statement
 from torchmem.doctor.value_kinds import objects_only
@@ -268,10 +268,13 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                                  == stats.root], ev.snapshots, _files(stats)) if hooks else None
         if stale is not None:
             name, shown = stale[0], stale[1]
+        kept = kept_handles(path, ev.snapshots, _files(stats)) if hooks and stale is None else None
+        if kept is not None:  # the handles are kept: the removal through them does not run
+            name, shown = kept[0], kept[1] or shown
         culprit = Culprit(name=name, kind=_kind(stats), file=shown.file if shown else stats.file,
                           line=shown.line if shown else None, code=shown.code if shown else None,
                           function=shown.function if shown else stats.function,
-                          type=None if stale else stats.type)
+                          type=None if stale or kept else stats.type)
         extra_evidence: tuple[str, ...] = (chain_note[0],) if chain_note is not None else ()
         if site is not None and stmt is not None:
             via = "".join(f", through `{c.code}` (line {c.line}, in `{c.function}`)"
@@ -285,6 +288,11 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                                f"`{stale[0][:stale[0].rindex('[')]}`: "
                                f"`{stale[0]}` gained {stale[2]} items between steps "
                                f"{first_step} and {last_step}",)
+        if kept is not None:
+            extra_evidence += (f"`{kept[0]}` keeps a handle for each of those hooks ({kept[2]} "
+                               f"at step {last_step}, as many as `{path}` holds): they were "
+                               f"meant to be removed through it, and the code that removes "
+                               f"them does not run for these",)
         spread = hook_owner(path, growing, paths) if hooks else None
         if spread is not None:
             owner_path, dicts = spread

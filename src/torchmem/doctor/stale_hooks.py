@@ -14,7 +14,11 @@ same number of hooks over one of the last two intervals between snapshots while 
 keeps grew over both, and an entry present at both of the last two snapshots gained
 items in a list (dict, deque) attribute of its hook object (:attr:`PathStats.item_attrs`).
 A hook dict that gains hooks at every interval (hooks registered again every step) is
-left as it is: the registration is then where memory accrues.
+left as it is: the registration is then where memory accrues, unless the script keeps
+the handles of those hooks: :func:`kept_handles` finds an attribute of the same module
+(``self.bwd_hooks``), or a list of ``RemovableHandle`` anywhere, that gained exactly as
+many items as the hook dict over the last interval and holds as many. The script meant to remove those hooks through their handles
+and its removal does not run for them: that list, at its append, is what to look at.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.source import Statement, find_statements, stem
 from torchmem.doctor.statement_rank import best_statement
 
-__all__ = ["stale_hook_list"]
+__all__ = ["stale_hook_list", "kept_handles"]
 
 
 def _entries(snap: Snapshot, hook_dict: str) -> dict[str, PathStats]:
@@ -83,3 +87,35 @@ def stale_hook_list(hook_dicts: Sequence[str], snapshots: Sequence[Snapshot], fi
     stmts = [s for s in find_statements(f"{path}.{attr}", files) if _appends(s, attr)]
     stmt = best_statement(stmts, "container")
     return (f"{path}.{attr}", stmt, gained) if stmt is not None else None
+
+
+def kept_handles(hook_dict: str, snapshots: Sequence[Snapshot], files: list[str]
+                 ) -> tuple[str, Statement | None, int] | None:
+    """(the attribute beside ``hook_dict`` that keeps a handle per hook, the statement that
+    appends to it, its items) when exactly one grows in step with the hook dict (see the
+    module docstring); None otherwise."""
+    walked = [s for s in snapshots if s.paths]
+    if len(walked) < 2 or "." not in hook_dict:
+        return None
+    before, now = walked[-2].paths, walked[-1].paths
+    hooks_then, hooks_now = before.get(hook_dict), now.get(hook_dict)
+    if hooks_then is None or hooks_now is None or hooks_now.items is None \
+            or hooks_then.items is None or hooks_now.items <= hooks_then.items:
+        return None
+    owner = hook_dict.rsplit(".", 1)[0] + "."
+    found = []
+    for path, stats in now.items():
+        sibling = path.startswith(owner) and path[len(owner):].isidentifier()
+        if path == hook_dict or not (sibling or stats.item_type == "RemovableHandle"):
+            continue
+        then = before.get(path)
+        if stats.kind == "hook" or stats.items is None or then is None or then.items is None:
+            continue
+        if stats.items == hooks_now.items and stats.items - then.items == \
+                hooks_now.items - hooks_then.items:
+            found.append(path)
+    if len(found) != 1:
+        return None
+    path = found[0]
+    stmt = best_statement(find_statements(path, files), "container", exact=path)
+    return path, stmt, now[path].items or 0
