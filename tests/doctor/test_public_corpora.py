@@ -39,7 +39,7 @@ CORPORA = {"public": (TESTS / "doctor_corpus_public", 40),
            "holdout4": (TESTS / "doctor_corpus_holdout4", 20),
            "holdout5": (TESTS / "doctor_corpus_holdout5", 20),
            "holdout6": (TESTS / "doctor_corpus_holdout6", 24),
-           "holdout7": (TESTS / "doctor_corpus_holdout7", 24)}
+           "holdout7": (TESTS / "doctor_corpus_holdout7", 26)}
 #: the corpora whose sources come from public reports, and the linter's recall corpora
 OTHER_SOURCES = [TESTS / "doctor_corpus",
                  *sorted(p for p in (TESTS.parent / "benchmarks").glob("lint_recall*") if p.is_dir())]
