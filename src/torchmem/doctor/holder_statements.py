@@ -36,7 +36,11 @@ def _binds_itself(code: str | None, name: str) -> bool:
     """Whether ``code`` (a statement's first line) is a plain binding of ``name``
     (``name = ...``, ``name: T = ...``), which makes the culprit without storing anything
     into it afterwards."""
-    return bool(code) and re.match(rf"{re.escape(name)}\s*(:[^=]*)?=(?!=)", code) is not None
+    if not code or not re.fullmatch(r"[\w.]+", name):
+        return False
+    last = name.rsplit(".", 1)[-1]
+    prefix = r"[\w.]*\." if "." in name else ""  # `trainer.history` is bound as `self.history`
+    return re.match(rf"{prefix}{re.escape(last)}\s*(:[^=]*)?=(?!=)", code) is not None
 
 
 def _under(path: str, name: str) -> bool:
