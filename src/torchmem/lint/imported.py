@@ -50,13 +50,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.summaries import Summaries
 
 __all__ = ["ImportedModule", "find_class", "find_function", "imported_from", "MAX_UP",
-           "MAX_CACHED"]
+           "MAX_CACHED", "MAX_BYTES", "NOT_LOCAL", "import_candidates"]
 
 #: how many directories above the importing file an absolute import is looked up in
 MAX_UP = 4
 #: parsed files kept per process
 MAX_CACHED = 128
-_MAX_BYTES = 2_000_000
+#: files larger than this are not read for their helpers (generated code)
+MAX_BYTES = 2_000_000
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -71,7 +72,7 @@ class ImportedModule(NamedTuple):
 _CACHE: dict[str, tuple[tuple[int, int], ImportedModule | None]] = {}
 
 
-def _candidates(importer: str, qualified: str) -> list[tuple[str, str]]:
+def import_candidates(importer: str, qualified: str) -> list[tuple[str, str]]:
     """``(file, function name)`` pairs a qualified import may refer to."""
     module, _, name = qualified.rpartition(".")
     if not name or not module.strip("."):
@@ -110,7 +111,7 @@ def _load(path: str) -> ImportedModule | None:
     if cached is not None and cached[0] == key:
         return cached[1]
     module = None
-    if st.st_size <= _MAX_BYTES:
+    if st.st_size <= MAX_BYTES:
         module = _parse(path)
     if len(_CACHE) >= MAX_CACHED:
         _CACHE.pop(next(iter(_CACHE)))
@@ -159,7 +160,7 @@ def _find(importer: str, qualified: str, table: str):
     ``functions``) of the first file of the tree it can be, and that file."""
     if not importer or importer.startswith("<"):
         return None
-    for path, name in _candidates(importer, qualified):
+    for path, name in import_candidates(importer, qualified):
         if not os.path.isfile(path):
             continue
         module = _load(path)

@@ -38,7 +38,7 @@ from torchmem.lint.callers import mentions_no_grad
 from torchmem.lint.children import child_nodes
 from torchmem.lint.context import Context
 from torchmem.lint.facts import key_of
-from torchmem.lint.imported import _MAX_BYTES, NOT_LOCAL, _candidates
+from torchmem.lint.imported import MAX_BYTES, NOT_LOCAL, import_candidates
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
 __all__ = ["forget_trees", "no_grad_callees"]
@@ -87,7 +87,7 @@ class _Tree:
                         data = fh.read()
                 except OSError:
                     continue
-                if path.endswith(".py") and len(data) <= _MAX_BYTES:
+                if path.endswith(".py") and len(data) <= MAX_BYTES:
                     self.texts[os.path.abspath(path)] = data
                 else:
                     self.unread.append(data)
@@ -183,7 +183,7 @@ class _Resolver:
         return self.memo[key]
 
     def _find(self, importer: str, qualified: str) -> _Target | None:
-        for path, name in _candidates(importer, qualified):
+        for path, name in import_candidates(importer, qualified):
             data = self.texts.get(path)
             if data is not None:
                 # a name of the tree's file that it does not define: maybe re-exported
