@@ -123,3 +123,27 @@ def test_cli_directory_without_python_files_warns_and_exits_zero(tmp_path):
     assert proc.returncode == 0
     assert "no Python files found" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("source, says", [
+    ("type Vec = list[float]\n", "type parameters or a `type` statement: Python 3.12 syntax"),
+    ("def first[T](xs: list[T]) -> T:\n    return xs[0]\n",
+     "type parameters or a `type` statement: Python 3.12 syntax"),
+    ("x = f\"{\"a\"}\"\n", "if the f-string nests its own quotes or spans lines"),
+])
+def test_newer_syntax_is_named_as_such_on_an_older_interpreter(tmp_path, source, says):
+    (tmp_path / "new.py").write_text(source, encoding="utf-8")
+    result = lint_paths([str(tmp_path)], config=LintConfig())
+    if sys.version_info >= (3, 12):  # it is valid Python there: linted, no diagnostic
+        assert result.errors == [] and result.files == 1
+        return
+    (err,) = result.errors
+    assert err.code == "E999"
+    version = ".".join(map(str, sys.version_info[:2]))
+    assert f"not valid Python {version}" in err.message and says in err.message
+
+
+def test_an_ordinary_syntax_error_is_not_blamed_on_newer_syntax(tmp_path):
+    (tmp_path / "bad.py").write_text("def f(:\n    pass\n", encoding="utf-8")
+    (err,) = lint_paths([str(tmp_path)], config=LintConfig()).errors
+    assert "3.12" not in err.message and "not valid Python: " in err.message

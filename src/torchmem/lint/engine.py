@@ -103,6 +103,27 @@ def _noqa_filter(violations: list[Violation], ctx: Context) -> list[Violation]:
     return kept
 
 
+#: statements that Python 3.12 added (PEP 695): ``type X = ...``, ``def f[T](...)``,
+#: ``class C[T]:``; read on the line a syntax error points at
+_PEP695 = re.compile(r"\s*(?:type\s+[A-Za-z_]\w*\s*(?:\[[^\]]*\])?\s*="
+                     r"|(?:async\s+)?def\s+[A-Za-z_]\w*\s*\[|class\s+[A-Za-z_]\w*\s*\[)")
+
+
+def _newer_syntax(text: str, line: int, msg: str) -> str | None:
+    """What newer syntax a syntax error of an older interpreter most likely is (a type
+    parameter list or ``type`` statement, an f-string that nests its own quotes), or None
+    on Python 3.12 and later or when the line shows neither."""
+    if sys.version_info >= (3, 12):
+        return None
+    lines = text.splitlines()
+    source = lines[line - 1] if 0 < line <= len(lines) else ""
+    if _PEP695.match(source):
+        return "type parameters or a `type` statement: Python 3.12 syntax"
+    if msg.startswith("f-string"):
+        return "if the f-string nests its own quotes or spans lines, that is Python 3.12 syntax"
+    return None
+
+
 def parse(text: str, path: str = "<string>") -> ast.Module:
     """Parse Python source, turning every failure into :class:`LintSyntaxError`."""
     try:
@@ -111,6 +132,13 @@ def parse(text: str, path: str = "<string>") -> ast.Module:
         line = err.lineno or 1
         col = max((err.offset or 1) - 1, 0)
         msg = err.msg or "invalid syntax"
+        newer = _newer_syntax(text, line, msg)
+        if newer is not None:
+            version = ".".join(map(str, sys.version_info[:2]))
+            raise LintSyntaxError(
+                f"{path}:{line}:{col + 1}: not valid Python {version}: {msg} ({newer})",
+                path=path, line=line, col=col,
+                tip="run torchmem lint with Python 3.12 or later to lint this file") from None
         raise LintSyntaxError(f"{path}:{line}:{col + 1}: not valid Python: {msg}", path=path,
                               line=line, col=col,
                               tip="fix the syntax error; the file was not linted") from None
