@@ -55,6 +55,7 @@ from torchmem.doctor._ending import (
 from torchmem.doctor._steplog import StepLog
 from torchmem.doctor._summary import cuda_devices
 from torchmem.doctor._stop import SIGTERM_EXIT_CODE, SigtermHandler, Stopper, StopRun, Terminated
+from torchmem.doctor.sigint import SigintGuard
 from torchmem.doctor.phases import PhaseTracker
 from torchmem.doctor.run_result import RunResult, build_result
 from torchmem.doctor.steps import StepHooks, UserFrames
@@ -288,6 +289,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         run.monitor_interval = monitor_interval
         run.add_monitor("cpu")
     sigterm = SigtermHandler(run.stopper)
+    sigint = SigintGuard()
     sys.argv = argv
     if sys.path:
         sys.path[0] = loaded.sys_path0
@@ -302,6 +304,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
             run._dispatch("on_start")
             if handle_sigterm:
                 sigterm.install()
+            sigint.install()
             run.stopper.start(sys._getframe())
             try:
                 exec(loaded.code, main.__dict__)
@@ -311,6 +314,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
             except BaseException as exc:  # noqa: BLE001 - the script's own ending
                 outcome = _ending(exc, run)
             finally:
+                sigint.restore()
                 hooks.release_loops()
                 run.stopper.finish()
                 sigterm.restore()
@@ -323,6 +327,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
                 print_script_exception(outcome.exc)
             run._dispatch("on_finish", outcome)
     finally:
+        sigint.restore()
         run.stopper.finish()
         sigterm.restore()
         run.stop_monitors()
