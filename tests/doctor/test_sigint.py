@@ -8,6 +8,7 @@ import time
 import types
 
 import pytest
+import torch
 
 import torchmem.doctor.runner as runner_module
 from torchmem.doctor.sigint import SigintGuard
@@ -16,12 +17,21 @@ pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main
                                 reason="signals are handled in the main thread only")
 
 
-def _frame_of(file: str) -> types.SimpleNamespace:
-    return types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=file))
+def _frame_of(*files: str) -> types.SimpleNamespace | None:
+    """A stack of frames, innermost first."""
+    frame = None
+    for file in reversed(files):
+        frame = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=file),
+                                      f_back=frame)
+    return frame
+
+
+def _user(file: str) -> bool:
+    return file.endswith("train.py")
 
 
 def test_an_interrupt_in_torchmem_code_is_sent_again_and_reaches_the_script():
-    guard = SigintGuard()
+    guard = SigintGuard(_user)
     guard.install()
     try:
         assert guard.installed
@@ -29,6 +39,10 @@ def test_an_interrupt_in_torchmem_code_is_sent_again_and_reaches_the_script():
         # there (it would be dropped), the signal comes back a moment later
         guard._handle(signal.SIGINT, _frame_of(runner_module.__file__))
         assert guard.deferred == 1
+        # torch code that torchmem called is torchmem's too
+        guard._handle(signal.SIGINT, _frame_of(torch.__file__, runner_module.__file__,
+                                               "/somewhere/train.py"))
+        assert guard.deferred == 2
         with pytest.raises(KeyboardInterrupt):
             time.sleep(5)  # the script's code: it is interrupted here
     finally:
@@ -37,11 +51,14 @@ def test_an_interrupt_in_torchmem_code_is_sent_again_and_reaches_the_script():
 
 
 def test_an_interrupt_in_the_scripts_code_raises_at_once():
-    guard = SigintGuard()
+    guard = SigintGuard(_user)
     guard.install()
     try:
         with pytest.raises(KeyboardInterrupt):
-            guard._handle(signal.SIGINT, _frame_of("/somewhere/train.py"))
+            guard._handle(signal.SIGINT, _frame_of("/somewhere/train.py", runner_module.__file__))
+        with pytest.raises(KeyboardInterrupt):  # torch code the script called
+            guard._handle(signal.SIGINT, _frame_of(torch.__file__, "/somewhere/train.py",
+                                                   runner_module.__file__))
         assert guard.deferred == 0
     finally:
         guard.restore()
@@ -53,7 +70,7 @@ def test_a_handler_someone_else_set_is_left_alone():
 
     previous = signal.signal(signal.SIGINT, mine)
     try:
-        guard = SigintGuard()
+        guard = SigintGuard(_user)
         guard.install()
         assert not guard.installed and signal.getsignal(signal.SIGINT) is mine
         guard.restore()
@@ -63,7 +80,7 @@ def test_a_handler_someone_else_set_is_left_alone():
 
 
 def test_a_pending_resend_is_dropped_when_the_script_is_over():
-    guard = SigintGuard()
+    guard = SigintGuard(_user)
     guard.install()
     guard._handle(signal.SIGINT, _frame_of(runner_module.__file__))
     guard.restore()

@@ -289,7 +289,7 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
         run.monitor_interval = monitor_interval
         run.add_monitor("cpu")
     sigterm = SigtermHandler(run.stopper)
-    sigint = SigintGuard()
+    sigint = SigintGuard(run.frames.is_user_file)
     sys.argv = argv
     if sys.path:
         sys.path[0] = loaded.sys_path0

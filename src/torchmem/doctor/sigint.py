@@ -1,7 +1,8 @@
 """Ctrl-C reaches the script even when it lands in torchmem's own code.
 
 Python raises ``KeyboardInterrupt`` in whatever Python code the main thread runs when
-SIGINT is handled. While the doctor watches a script, some of that code is torchmem's,
+SIGINT is handled. While the doctor watches a script, some of that code is torchmem's
+(or torch's, called by torchmem),
 and some of it runs where an exception cannot get out: a ``gc.callbacks`` function, a
 weak reference's callback (their exceptions are printed as "ignored" and dropped). An
 interrupt that lands there is lost: the script runs on after the user pressed Ctrl-C.
@@ -20,7 +21,7 @@ import os
 import signal
 import threading
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["SigintGuard", "RETRY_S"]
 
@@ -29,16 +30,28 @@ RETRY_S = 0.02
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-def _ours(frame: FrameType | Any | None) -> bool:
-    code = getattr(frame, "f_code", None)
-    return code is not None and code.co_filename.startswith(_PACKAGE)
+def _ours(frame: FrameType | Any | None, is_user: Callable[[str], bool]) -> bool:
+    """Whether ``frame`` runs inside torchmem's code: walking outwards, a frame of torchmem
+    comes before any frame of the script (torch code that torchmem called counts as
+    torchmem's; torch code the script called, as the script's)."""
+    while frame is not None:
+        code = getattr(frame, "f_code", None)
+        if code is None:
+            return False
+        if code.co_filename.startswith(_PACKAGE):
+            return True
+        if is_user(code.co_filename):
+            return False
+        frame = getattr(frame, "f_back", None)
+    return False
 
 
 class SigintGuard:
     """See the module docstring: ``install()`` before the script runs, ``restore()``
     after it ended (an interrupt still pending then is dropped: the script is over)."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_user: Callable[[str], bool]) -> None:
+        self._is_user = is_user
         self._previous: Any = None
         self._timer: threading.Timer | None = None
         self._lock = threading.RLock()  # the handler may run inside restore()
@@ -57,7 +70,7 @@ class SigintGuard:
         self.installed = True
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if not _ours(frame):
+        if not _ours(frame, self._is_user):
             raise KeyboardInterrupt
         with self._lock:
             if not self.installed:
