@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from torchmem.doctor.causes import Evidence, GarbageRecord, GradCheck, diagnose
+from torchmem.doctor.causes import Evidence, GarbageRecord, GradCheck
+from torchmem.doctor.diagnosis import diagnose
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
 from torchmem.doctor.fixes import fix_for
 from torchmem.doctor.path_keys import writes_other_key

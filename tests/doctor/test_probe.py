@@ -51,6 +51,8 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("stale_extractor_hooks.py", "growing_container", None, 14),
     # the handles of the hooks are kept, their removal never runs: the list of handles
     ("hook_handles_not_removed.py", "growing_container", "probe.handles", 16),
+    # of `insert(0, h)` and `append(h)` in two branches, the one at the end that grew
+    ("handles_prepend_branch.py", "growing_container", "model[1].handles", 17),
     # written in place inside the loop, rebound once before it: the write is the line
     ("inplace_result_table.py", "hidden_state_chain", "table", 18),
     ("no_zero_grad.py", "grad_not_cleared", "opt", 7),  # the zero_grad() before the loop

@@ -30,7 +30,8 @@ backward flags seen each step, gradient checks, what private garbage collections
   inside autograd's C++) -> ``reference_cycle`` (:mod:`torchmem.doctor.autograd_held`).
 
 Which paths count as growing, and which path along a growing variable is named, is
-:mod:`torchmem.doctor.path_trend`; the evidence records are :mod:`torchmem.doctor.evidence`.
+:mod:`torchmem.doctor.path_trend`; the evidence records are :mod:`torchmem.doctor.evidence`;
+all mechanisms together, ranked: :mod:`torchmem.doctor.diagnosis`.
 """
 
 from __future__ import annotations
@@ -38,46 +39,33 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from torchmem.doctor import edits as fix_edit
-from torchmem.doctor.autograd_held import autograd_held_findings, share_with_paths
 from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.chained_attrs import chained_attribute, chained_text
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
-from torchmem.doctor.filled_held import filled_findings
 from torchmem.doctor.fixes import TITLES
-from torchmem.doctor.held import (
-    grad_cycle_findings,
-    grad_path_finding,
-    merge_grad_findings,
-    untracked_findings,
-)
+from torchmem.doctor.held import grad_path_finding
 from torchmem.doctor.internals import binding_statement, describe, internal_owner
+from torchmem.doctor.list_ends import at_end, growing_end
 from torchmem.doctor.lru_caches import cache_finding
-from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.path_trend import (
     MIN_BYTES_PER_STEP,
     MIN_COUNT_PER_STEP,
     MIN_GRAPHS_PER_STEP,
     culprit_paths,
-    growing_paths,
     hook_owner,
     path_signal,
     significant_growth,
 )
 from torchmem.doctor.rebind_sources import filled_from
-from torchmem.doctor.record_findings import (
-    cuda_findings,
-    cycle_findings,
-    grad_findings,
-)
 from torchmem.doctor.stale_hooks import kept_handles, stale_hook_list
 from torchmem.doctor.source import Statement, find_statements
 from torchmem.doctor.statement_rank import best_statement
 from torchmem.doctor.value_kinds import objects_only
-from torchmem.model.capture import CAUSES, Culprit, Finding, Growth
+from torchmem.model.capture import Culprit, Finding, Growth
 from torchmem.units import format_bytes
 
-__all__ = ["Evidence", "GarbageRecord", "GradCheck", "diagnose", "path_findings",
+__all__ = ["Evidence", "GarbageRecord", "GradCheck", "path_findings",
            "path_signal", "significant_growth", "MIN_BYTES_PER_STEP", "MIN_COUNT_PER_STEP"]
 
 
@@ -89,9 +77,9 @@ def _files(stats: PathStats) -> list[str]:
     return [f for f in (stats.owner_file, stats.file) if f]
 
 
-def _statement(stats: PathStats, want: str) -> Statement | None:
+def _statement(stats: PathStats, want: str, end: str | None = None) -> Statement | None:
     hook = want == "hook"
-    found = find_statements(stats.path, _files(stats), hook=hook)
+    found = at_end(find_statements(stats.path, _files(stats), hook=hook), end)
     return best_statement(found, want, function=stats.function, exact=stats.path,
                           brings_graph=want == "chain" and stats.passes > 0)
 
@@ -191,20 +179,6 @@ def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_s
     return lines
 
 
-def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
-    snaps = [s for s in ev.snapshots if s.paths]
-    if len(snaps) < 2:
-        return []
-    growing = growing_paths(snaps)
-    paths, peaks = dict(snaps[-1].paths), {}
-    for path, sig in growing.items():
-        if sig.get("resets"):  # emptied now and then: described where it was largest
-            step, paths[path] = max(((s.step, s.paths[path]) for s in snaps if path in s.paths),
-                                    key=lambda sp: (sp[1].graph_nodes, sp[1].retained_bytes))
-            peaks[path] = step
-    return path_findings(ev, growing, paths, [s.step for s in snaps], growth, peaks=peaks)
-
-
 def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                   paths: dict[str, PathStats], snapshot_steps: Sequence[int],
                   growth: dict[str, Growth], *, eval_pass: bool = False,
@@ -235,7 +209,8 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         chained = chained_attribute(path, stats, _files(stats)) if cause in _GRAPH_CAUSES else None
         name = chained[0] if chained else path
         stmt = chained[1] if chained else binding_statement(
-            path, _files(stats), stats.function, owner_type) or _statement(stats, want)
+            path, _files(stats), stats.function, owner_type) or _statement(
+            stats, want, growing_end(ev.snapshots, path))
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
         if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \
@@ -375,36 +350,3 @@ def _replace(f: Finding, **changes: Any) -> Finding:
     from dataclasses import replace
 
     return replace(f, **changes)
-
-
-def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
-    """All findings from the evidence, largest bytes first (ties in :data:`CAUSES` order).
-
-    Args:
-        ev: what the probe gathered.
-        growth: growth verdicts per device (used to attribute the measured slope).
-
-    Returns:
-        Findings; empty when nothing is wrong.
-    """
-    by_device = {g.device: g for g in growth}
-    snaps = [s for s in ev.snapshots if s.paths or s.unreached is not None]
-    paths = merge_grad_findings(_path_findings(ev, by_device))
-    findings = grad_cycle_findings(snaps, ev.create_graph_site, ev.steps) + cycle_findings(ev)
-    explained = bool(findings) or bool(paths)
-    python = container_findings(snaps, by_device.get("cpu"), ev.steps, explained,
-                                trains=ev.backward_steps >= 0.5 * ev.steps)
-    # graphs that no variable reaches are a mechanism of their own beside what variables
-    # hold: reported with the paths, each finding sized by its own share of the heap
-    held = autograd_held_findings(snaps, by_device.get("cpu"), ev.steps,
-                                  bool(findings) or bool(python))
-    held, paths = share_with_paths(held, paths, by_device.get("cpu"))
-    findings = paths + findings + grad_findings(ev) + python + held
-    findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
-                                   ev.native_call_sites, ev.backward_site,
-                                   explained or bool(python) or bool(held))
-    findings += filled_findings(snaps, ev.steps, any(f.cause != "grad_not_cleared" for f in findings))
-    findings += cuda_findings(ev, ev.steps)
-    findings = [f if f.fix_kind or not f.fix else _replace(f, fix_kind="advice") for f in findings]
-    findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))
-    return findings

@@ -70,6 +70,8 @@ class PathStats:
             tensor with a ``grad_fn``, in ``__dict__`` order.
         item_attrs: for an object (not a container), (attribute, length) of its
             attributes that hold a list, dict or deque.
+        ends: for a non-empty list or deque, ``id()`` of its first and last items (which
+            end new items went to: :mod:`torchmem.doctor.list_ends`); None otherwise.
     """
 
     path: str
@@ -105,6 +107,7 @@ class PathStats:
     cache: tuple[str, str, int, int | None, int] | None = None
     graph_attrs: tuple[str, ...] = ()
     item_attrs: tuple[tuple[str, int], ...] = ()
+    ends: tuple[int, int] | None = None
     _example_bytes: int = 0
 
     @property

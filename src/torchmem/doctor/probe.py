@@ -19,7 +19,7 @@ times in N steps) and the last step of ``--steps`` -- it runs the deep analysis:
 * on CUDA, the allocator statistics (fragmentation).
 
 At the end (however the script ended) it turns that evidence into findings
-(:func:`torchmem.doctor.causes.diagnose`), plus what grows within evaluation passes
+(:func:`torchmem.doctor.diagnosis.diagnose`), plus what grows within evaluation passes
 (:mod:`torchmem.doctor.pass_evidence`). The census of live tensors (largest storages,
 bytes by role, who holds them) is taken at new highs of the step readings, within a time
 budget, at the failure point and at the end (:mod:`torchmem.doctor.census_holders`).
@@ -45,7 +45,8 @@ from typing import Any
 
 from torchmem.doctor.allocator_watch import judge_allocators
 from torchmem.doctor.backward_roots import BackwardRoots
-from torchmem.doctor.causes import Evidence, diagnose
+from torchmem.doctor.causes import Evidence
+from torchmem.doctor.diagnosis import diagnose
 from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
 from torchmem.doctor.culprit import take_snapshot

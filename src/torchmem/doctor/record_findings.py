@@ -2,7 +2,7 @@
 
 Cyclic garbage found by the private collections (``reference_cycle``), gradients that
 accumulate across optimizer steps (``grad_not_cleared``), and the CUDA allocator's
-state (``cache_thrash``, ``fragmentation``). :func:`torchmem.doctor.causes.diagnose`
+state (``cache_thrash``, ``fragmentation``). :func:`torchmem.doctor.diagnosis.diagnose`
 ranks them with the path findings.
 """
 

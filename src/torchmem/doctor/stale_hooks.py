@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 from typing import Sequence
 
+from torchmem.doctor.list_ends import at_end, growing_end
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.source import Statement, find_statements, stem
 from torchmem.doctor.statement_rank import best_statement
@@ -117,5 +118,6 @@ def kept_handles(hook_dict: str, snapshots: Sequence[Snapshot], files: list[str]
     if len(found) != 1:
         return None
     path = found[0]
-    stmt = best_statement(find_statements(path, files), "container", exact=path)
+    found = at_end(find_statements(path, files), growing_end(snapshots, path))
+    stmt = best_statement(found, "container", exact=path)
     return path, stmt, now[path].items or 0

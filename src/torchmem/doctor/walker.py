@@ -104,6 +104,8 @@ class _Walker(ObjectHops):
             stats.items = len(obj)
             stats.item_bytes = estimated_bytes(obj)
             stats.item_type = last_item_type(obj)
+            if type(obj) in (list, deque) and obj:
+                stats.ends = (id(obj[0]), id(obj[-1]))
             if isinstance(obj, deque):
                 stats.capacity = obj.maxlen
         stats.holds = value_kinds(obj)
