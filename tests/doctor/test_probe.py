@@ -64,8 +64,6 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("exception_cycle.py", "reference_cycle", None, 12),
     ("ctx_keeps_output.py", "reference_cycle", "ctx.result", 8),  # a Function's ctx keeps its output
     ("closure_callback_cycle.py", "reference_cycle", "on_done", 13),  # where the closure is stored
-    # a tensor hook bound to the object that keeps the tensor: the registration closes it
-    ("self_hook_cycle.py", "reference_cycle", "self.save_gradient", 19),
     ("module_keeps_function_output.py", "reference_cycle", "Layer.cache", 20),  # ctx keeps a bound method
     ("cycle_stream.py", "growing_container", "stream.<internal list>", 16),  # cycle's own list
     ("numpy_history.py", "growing_container", "history['recon']", 19),  # numpy arrays, no tensor
@@ -108,6 +106,26 @@ def test_a_list_that_only_binds_what_grows_deeper_is_named_at_the_statement_that
     # the edit is where the view is stored (as for a helper's append): a copy of the piece
     assert top["fix_kind"] == "edit"
     assert top["edit"]["statement"] == "self.vectors[name] = vector.clone()"
+
+
+def test_a_hook_that_holds_self_is_named_at_its_registration(tmp_path):
+    # a tensor hook bound to the object that keeps the tensor closes a cycle through
+    # autograd's C++ that no collector frees: in a fresh process, since the script's
+    # tensors stay alive for good (in the test session they would crowd later censuses)
+    import json
+    import subprocess
+    import sys
+
+    capture = tmp_path / "capture.json"
+    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
+                           "--json", str(capture), str(SCRIPTS / "self_hook_cycle.py")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    top = json.loads(capture.read_text())["findings"][0]
+    culprit = top["culprit"]
+    assert (top["cause"], culprit["name"], culprit["line"]) == (
+        "reference_cycle", "self.save_gradient", 19)
+    assert any("self -> tensor -> grad_fn -> hook -> self" in e for e in top["evidence"])
 
 
 def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it():
