@@ -78,7 +78,21 @@ def test_growth_per_step_is_one_number_in_the_whole_report(tmp_path, capsys):
     from torchmem.report.findings import findings_text
     from torchmem.report.terminal import _device_table
 
-    probe, _, capture = _run(tmp_path, census=False)
+    # the verdict reads the whole process's heap: in a fresh process, as `torchmem doctor`
+    # runs (in the test session, what earlier tests left makes the heap noisy)
+    import json
+    import subprocess
+    import sys
+
+    from torchmem.model.capture import Capture
+
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SCRIPT), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
+                           "--json", str(tmp_path / "c.json"), str(script)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    capture = Capture.from_json_dict(json.loads((tmp_path / "c.json").read_text()))
     cpu = next(g for g in capture.growth if g.device == "cpu")
     assert cpu.verdict == "growing"
     out = io.StringIO()
