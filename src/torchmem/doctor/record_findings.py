@@ -83,8 +83,8 @@ def grad_findings(ev: Evidence) -> list[Finding]:
         name = receiver(code) or name
         culprit = Culprit(name=name or "gradients", kind="local", file=file, line=line,
                           code=code, function=function)
-        evidence = (f"`{code}` (line {line}, in `{function}`) clears the gradients before the "
-                    f"loop that runs the steps, not once per step: it did not run again",
+        evidence = (f"`{code}` (line {line}, in `{function}`) clears the gradients outside "
+                    f"the loop that runs the steps: between steps it does not run",
                     *evidence)
         fix = (f"move `{code}` (line {line}) into the loop, so that it runs once per optimizer "
                f"step, before `backward()`")

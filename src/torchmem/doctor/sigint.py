@@ -82,7 +82,13 @@ class SigintGuard:
 
     def _again(self) -> None:
         with self._lock:
-            if self.installed:
+            if not self.installed:
+                return
+            # to the main thread itself, so that a call it is blocked in (a sleep, a wait
+            # on a queue) is interrupted, as the first signal would have done
+            if hasattr(signal, "pthread_kill"):
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            else:
                 signal.raise_signal(signal.SIGINT)
 
     def restore(self) -> None:
