@@ -167,7 +167,8 @@ class DoctorProbe(Probe):
                             info.get("frame"), run.frames.is_user_file)
         elif name == "zero_grad":
             self._zero += 1
-            self._zero_site.record(info.get("frame"), run.frames.is_user_file)
+            if self.deep:  # read only by the gradient checks of the deep analysis
+                self._zero_site.record(info.get("frame"), run.frames.is_user_file)
         elif name == "empty_cache":
             self._empty += 1
             if self.evidence.empty_cache_site is None:
