@@ -84,7 +84,7 @@ def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     assert not result.notes, result.notes  # no probe errors
 
 
-def test_a_list_that_only_binds_what_grows_deeper_is_named_at_the_statement_that_stored_it(tmp_path):
+def test_a_list_that_only_binds_what_grows_deeper_is_named_where_it_was_stored(tmp_path):
     # `items` stays 400 long; each item's dict gains a view of a batch output. The census
     # of the largest storages says which statement stored them (`self.vectors[name] =
     # vector`, in a helper that keeps what it is handed): the finding names the call that

@@ -69,7 +69,8 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
     findings += untracked_findings(snaps, by_device.get("cpu"), ev.steps, ev.native_call_steps,
                                    ev.native_call_sites, ev.backward_site,
                                    explained or bool(python) or bool(held))
-    findings += filled_findings(snaps, ev.steps, any(f.cause != "grad_not_cleared" for f in findings))
+    findings += filled_findings(snaps, ev.steps,
+                                any(f.cause != "grad_not_cleared" for f in findings))
     findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))

@@ -211,8 +211,8 @@ class DoctorProbe(Probe):
                 if stats is not None and refs:
                     stats.survived_next = sum(r() is not None for r in refs) / len(refs)
         if self._grads.pending(step):
-            self._guard("gradient check", step, self._finish_grad_check, step, backward, zero, frame,
-                        run.frames.is_user_file)
+            self._guard("gradient check", step, self._finish_grad_check, step, backward, zero,
+                        frame, run.frames.is_user_file)
         last = run.max_steps is not None and step >= run.max_steps
         if analysis_steps(step) or last or step == 1:
             import time

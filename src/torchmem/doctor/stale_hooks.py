@@ -17,8 +17,9 @@ A hook dict that gains hooks at every interval (hooks registered again every ste
 left as it is: the registration is then where memory accrues, unless the script keeps
 the handles of those hooks: :func:`kept_handles` finds an attribute of the same module
 (``self.bwd_hooks``), or a list of ``RemovableHandle`` anywhere, that gained exactly as
-many items as the hook dict over the last interval and holds as many. The script meant to remove those hooks through their handles
-and its removal does not run for them: that list, at its append, is what to look at.
+many items as the hook dict over the last interval and holds as many. The script meant
+to remove those hooks through their handles and its removal does not run for them: that
+list, at its append, is what to look at.
 """
 
 from __future__ import annotations
