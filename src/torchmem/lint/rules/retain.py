@@ -1,5 +1,6 @@
 """TMM104: ``retain_graph=True`` / ``create_graph=True`` in a loop with no second backward,
-and ``retain_graph=True`` on the only backward of a training-step function that keeps the loss.
+``retain_graph=True`` on the only backward of a training-step function that keeps the loss,
+and ``backward(create_graph=True)``, whose gradients in ``.grad`` form a reference cycle.
 
 Part of the TMM1xx family (autograd graphs kept alive, :mod:`torchmem.lint.rules.graph`).
 """
@@ -20,7 +21,7 @@ __all__ = ["RetainGraphInLoop"]
 
 @register
 class RetainGraphInLoop(Rule):
-    """``backward(retain_graph=True)`` or ``create_graph=True`` in a loop with no second backward.
+    """``retain_graph=True`` in a loop with no second backward; ``backward(create_graph=True)``.
 
     What:
         Flags ``loss.backward(retain_graph=True)``, ``backward(create_graph=True)`` and
@@ -30,22 +31,35 @@ class RetainGraphInLoop(Rule):
         backward calls of an iteration; and, outside any loop, ``retain_graph=True`` on
         the only backward of a function that steps an optimizer, or clears the gradients
         (an optimizer closure, ``optimizer.step(closure)``), and keeps the loss (returns it,
-        stores it or appends it): a training step called once per step.
+        stores it or appends it): a training step called once per step. Anywhere else,
+        ``x.backward(create_graph=True)`` (``torch.autograd.backward(...,
+        create_graph=True)``) whose function does not set the ``.grad`` fields back to
+        ``None`` afterwards (``r.grad = None``, ``zero_grad(set_to_none=True)``): the
+        gradients it accumulates into ``.grad`` carry a graph (a force or gradient-penalty
+        term read as ``r.grad``).
 
     Why:
         ``retain_graph=True`` keeps every activation saved for backward alive after the
         backward pass, for as long as the loss is referenced: the previous iteration's
         graph survives through the next forward pass (up to twice the activation memory),
         and if anything links iterations (a hidden state, an accumulated loss) the retained
-        graphs pile up. ``create_graph=True`` on ``backward()`` also creates a reference
-        cycle between each parameter and its gradient. A retained graph is only needed
-        when a second backward pass goes through the same graph.
+        graphs pile up. A retained graph is only needed when a second backward pass goes
+        through the same graph. ``create_graph=True`` on ``backward()`` is worse, even
+        when the gradient is differentiated again: the gradient kept in ``.grad`` has a
+        graph that references its own leaf, a reference cycle through autograd's nodes
+        that Python's garbage collector cannot see, so the leaf, its gradient and that
+        graph are never freed, one per call (PyTorch warns: "Using backward() with
+        create_graph=True will create a reference cycle"). ``torch.autograd.grad(...,
+        create_graph=True)`` returns the gradient without storing it.
 
     Known problems:
         A second backward through the same graph that happens in another function (or a
         later iteration on purpose) is not seen: a step function whose caller runs a second
         backward through the graph (a discriminator step whose caller then backpropagates
-        the generator through the same samples) is reported.
+        the generator through the same samples) is reported. ``zero_grad()`` without
+        ``set_to_none=True`` does not count as breaking the ``create_graph`` cycle (it
+        resets the optimizer's parameters, not an input that received a gradient), and a
+        ``.grad`` reset in another function is not seen.
 
     Example:
         ```python
@@ -66,21 +80,28 @@ class RetainGraphInLoop(Rule):
 
     code = "TMM104"
     name = "retain-graph-in-loop"
-    summary = "retain_graph=True / create_graph=True in a loop without a second backward"
+    summary = ("retain_graph=True in a loop without a second backward; "
+               "backward(create_graph=True) into .grad")
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if not node.keywords:
             return
         if not ctx.loops:
-            self._step_function(node, ctx)
+            if not self._step_function(node, ctx):
+                self._grad_cycle(node, ctx)
             return
+        if not self._in_loop(node, ctx):
+            self._grad_cycle(node, ctx)
+
+    def _in_loop(self, node: ast.Call, ctx: Context) -> bool:
+        """The checks of a call inside a loop; whether it reported."""
         func = node.func
         if type(func) is not ast.Attribute:
             if ctx.qualname(func) not in ("torch.autograd.grad", "torch.autograd.backward"):
-                return
+                return False
         elif func.attr != "backward" and ctx.qualname(func) not in (
                 "torch.autograd.grad", "torch.autograd.backward"):
-            return
+            return False
         flag = None
         for kw in node.keywords:
             if kw.arg in ("retain_graph", "create_graph") and isinstance(
@@ -88,16 +109,16 @@ class RetainGraphInLoop(Rule):
                 flag = kw
                 break
         if flag is None:
-            return
+            return False
         if flag.arg == "create_graph" and not (type(func) is ast.Attribute
                                                and func.attr == "backward"):
-            return  # grad(..., create_graph=True): a gradient penalty or a Hessian term is
+            return False  # grad(..., create_graph=True): a gradient penalty or a Hessian term is
             # differentiated again through the loss it is added to, which frees the graph
         loop = ctx.loops[-1]
         calls = loop.facts.backward + loop.facts.grad_calls
         last = max(calls, key=lambda c: (c.lineno, c.col_offset)) if calls else node
         if len(calls) > 1 and not (last is node and flag.arg == "retain_graph"):
-            return  # an earlier backward keeps the graph for a later one: needed
+            return False  # an earlier backward keeps the graph for a later one: needed
         if type(func) is ast.Attribute and func.attr == "backward":
             recv = key_of(func.value) or ""
             root: ast.AST = node.args[0] if (node.args and recv.rpartition(".")[2] in (
@@ -107,14 +128,15 @@ class RetainGraphInLoop(Rule):
         computed = {k for k, v in loop.facts.assigns if v is not None}
         if not any((type(s) is ast.Name or type(s) is ast.Attribute) and key_of(s) in computed
                    for s in ast.walk(root)) and not any(type(s) is ast.Call for s in ast.walk(root)):
-            return  # differentiating something computed before the loop, on purpose
+            return False  # differentiating something computed before the loop, on purpose
         what = ("the last backward of the iteration" if len(calls) > 1 else
                 "a loop whose body has no second backward through this graph")
         ctx.report(self, flag, (
             f"{flag.arg}=True in {what}: each iteration's saved activations stay alive "
             f"until the loss is replaced; drop {flag.arg}=True"))
+        return True
 
-    def _step_function(self, node: ast.Call, ctx: Context) -> None:
+    def _step_function(self, node: ast.Call, ctx: Context) -> bool:
         """``loss.backward(retain_graph=True)`` as the only backward of a function that
         steps an optimizer and keeps the loss (returns it, stores it, appends it): the
         function is one training step, called once per step by code out of sight; the
@@ -125,16 +147,60 @@ class RetainGraphInLoop(Rule):
         fn = ctx.fn
         if fn.node is ctx.tree or ctx.no_grad or type(func) is not ast.Attribute or \
                 func.attr != "backward" or type(func.value) is not ast.Name:
-            return
+            return False
         flag = next((kw for kw in node.keywords if kw.arg == "retain_graph" and isinstance(
             kw.value, ast.Constant) and kw.value.value is True), None)
         facts = fn.facts
         if flag is None or not (facts.has_step or facts.has_zero_grad) or facts.grad_calls or \
                 facts.backward_calls != [node] or func.value.id not in facts.escapes:
-            return
+            return False
         ctx.report(self, flag, (
             f"retain_graph=True on the only backward() of {fn.name}(), which "
             f"{'steps the optimizer' if facts.has_step else 'clears the gradients (an optimizer closure, run once per step)'} "
             f"and keeps '{func.value.id}': no second backward follows, and the "
             f"kept loss holds the step's saved activations until the caller drops it; "
             f"drop retain_graph=True"))
+        return True
+
+    def _grad_cycle(self, node: ast.Call, ctx: Context) -> None:
+        """``x.backward(create_graph=True)`` (``torch.autograd.backward(...,
+        create_graph=True)``): the gradients accumulated into ``.grad`` carry a graph that
+        references their own leaf (through its ``AccumulateGrad`` node), a cycle through
+        autograd's C++ nodes that Python's collector cannot see, so each call leaks its
+        graph and leaves (PyTorch warns at run time). ``torch.autograd.grad(...,
+        create_graph=True)`` returns the gradient instead; the cycle is also broken when
+        the function sets ``.grad`` to ``None`` after the call (``x.grad = None``,
+        ``zero_grad(set_to_none=True)``), the remedy PyTorch's warning names."""
+        func = node.func
+        if type(func) is ast.Attribute and func.attr == "backward":
+            pass
+        elif ctx.qualname(func) != "torch.autograd.backward":
+            return
+        flag = next((kw for kw in node.keywords if kw.arg == "create_graph" and isinstance(
+            kw.value, ast.Constant) and kw.value.value is True), None)
+        if flag is None or _grad_reset_after(ctx.fn.node, node.lineno):
+            return
+        ctx.report(self, flag, (
+            "backward(create_graph=True) accumulates gradients that carry their own graph "
+            "into .grad: each leaf and its gradient's graph form a reference cycle through "
+            "autograd's nodes that is never freed, so every call leaks its graph (PyTorch "
+            "warns about it); compute the gradient with torch.autograd.grad(..., "
+            "create_graph=True), or set the .grad fields to None after use"))
+
+
+def _grad_reset_after(fn: ast.AST, line: int) -> bool:
+    """Whether ``fn`` sets a ``.grad`` to ``None`` after ``line`` (``x.grad = None``,
+    ``opt.zero_grad(set_to_none=True)``)."""
+    for sub in ast.walk(fn):
+        if getattr(sub, "lineno", 0) <= line:
+            continue
+        if type(sub) is ast.Assign and type(sub.value) is ast.Constant and \
+                sub.value.value is None and any(
+                    type(t) is ast.Attribute and t.attr == "grad" for t in sub.targets):
+            return True
+        if type(sub) is ast.Call and type(sub.func) is ast.Attribute and \
+                sub.func.attr == "zero_grad" and any(
+                    kw.arg == "set_to_none" and type(kw.value) is ast.Constant and
+                    kw.value.value is True for kw in sub.keywords):
+            return True
+    return False
