@@ -33,10 +33,10 @@ class RetainGraphInLoop(Rule):
         (an optimizer closure, ``optimizer.step(closure)``), and keeps the loss (returns it,
         stores it or appends it): a training step called once per step. Anywhere else,
         ``x.backward(create_graph=True)`` (``torch.autograd.backward(...,
-        create_graph=True)``) whose function does not set the ``.grad`` fields back to
-        ``None`` afterwards (``r.grad = None``, ``zero_grad(set_to_none=True)``): the
-        gradients it accumulates into ``.grad`` carry a graph (a force or gradient-penalty
-        term read as ``r.grad``).
+        create_graph=True)``) whose function does not break the cycle afterwards (sets a
+        ``.grad`` to ``None``, or calls ``zero_grad()`` and reads no ``.grad`` of an input
+        it made a leaf): the gradients it accumulates into ``.grad`` carry a graph (a force
+        or a gradient penalty read as ``r.grad``).
 
     Why:
         ``retain_graph=True`` keeps every activation saved for backward alive after the
@@ -50,16 +50,17 @@ class RetainGraphInLoop(Rule):
         that Python's garbage collector cannot see, so the leaf, its gradient and that
         graph are never freed, one per call (PyTorch warns: "Using backward() with
         create_graph=True will create a reference cycle"). ``torch.autograd.grad(...,
-        create_graph=True)`` returns the gradient without storing it.
+        create_graph=True)`` returns the gradient without storing it; an optimizer's
+        ``zero_grad()`` breaks the cycles of its parameters, not of an input made a leaf
+        to read its gradient (``r.requires_grad_(True)``, then ``r.grad``).
 
     Known problems:
         A second backward through the same graph that happens in another function (or a
         later iteration on purpose) is not seen: a step function whose caller runs a second
         backward through the graph (a discriminator step whose caller then backpropagates
-        the generator through the same samples) is reported. ``zero_grad()`` without
-        ``set_to_none=True`` does not count as breaking the ``create_graph`` cycle (it
-        resets the optimizer's parameters, not an input that received a gradient), and a
-        ``.grad`` reset in another function is not seen.
+        the generator through the same samples) is reported. For ``create_graph=True``, a
+        ``.grad`` reset or a ``zero_grad()`` in another function (the caller's next step)
+        is not seen: the call is reported.
 
     Example:
         ```python
@@ -169,8 +170,8 @@ class RetainGraphInLoop(Rule):
         autograd's C++ nodes that Python's collector cannot see, so each call leaks its
         graph and leaves (PyTorch warns at run time). ``torch.autograd.grad(...,
         create_graph=True)`` returns the gradient instead; the cycle is also broken when
-        the function sets ``.grad`` to ``None`` after the call (``x.grad = None``,
-        ``zero_grad(set_to_none=True)``), the remedy PyTorch's warning names."""
+        the function resets the gradients after the call, the remedy PyTorch's warning
+        names (see :func:`_grad_reset_after`)."""
         func = node.func
         if type(func) is ast.Attribute and func.attr == "backward":
             pass
@@ -189,18 +190,32 @@ class RetainGraphInLoop(Rule):
 
 
 def _grad_reset_after(fn: ast.AST, line: int) -> bool:
-    """Whether ``fn`` sets a ``.grad`` to ``None`` after ``line`` (``x.grad = None``,
-    ``opt.zero_grad(set_to_none=True)``)."""
+    """Whether ``fn`` breaks the cycles after ``line``: it sets a ``.grad`` to ``None``
+    (``x.grad = None``), or clears an optimizer's or a module's gradients (``zero_grad()``
+    sets them to ``None``, or detaches them before zeroing) while no input it made a leaf
+    itself (``r.requires_grad_(True)``, ``x.requires_grad = True``) has its ``.grad`` read:
+    ``zero_grad()`` never reaches such an input's gradient."""
+    cleared = False
+    leaves: set[str] = set()
+    read: set[str] = set()
     for sub in ast.walk(fn):
-        if getattr(sub, "lineno", 0) <= line:
-            continue
-        if type(sub) is ast.Assign and type(sub.value) is ast.Constant and \
-                sub.value.value is None and any(
-                    type(t) is ast.Attribute and t.attr == "grad" for t in sub.targets):
-            return True
-        if type(sub) is ast.Call and type(sub.func) is ast.Attribute and \
-                sub.func.attr == "zero_grad" and any(
-                    kw.arg == "set_to_none" and type(kw.value) is ast.Constant and
-                    kw.value.value is True for kw in sub.keywords):
-            return True
-    return False
+        t = type(sub)
+        if t is ast.Attribute and sub.attr == "grad" and type(sub.value) is ast.Name and \
+                type(sub.ctx) is ast.Load:
+            read.add(sub.value.id)
+        elif t is ast.Call and type(sub.func) is ast.Attribute:
+            attr = sub.func.attr
+            if attr == "requires_grad_" and type(sub.func.value) is ast.Name:
+                leaves.add(sub.func.value.id)
+            elif attr == "zero_grad" and sub.lineno > line:
+                cleared = True
+        elif t is ast.Assign:
+            for target in sub.targets:
+                if type(target) is not ast.Attribute:
+                    continue
+                if target.attr == "grad" and type(sub.value) is ast.Constant and \
+                        sub.value.value is None and sub.lineno > line:
+                    return True
+                if target.attr == "requires_grad" and type(target.value) is ast.Name:
+                    leaves.add(target.value.id)
+    return cleared and not (leaves & read)
