@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from torchmem.lint.dataflow import CONTAINER, GRAPH, LEAF, TENSOR, TYPED, VALUE
 from torchmem.lint.registry import Rule, register
 from torchmem.lint.rules._buffer_fold import buffer_fold
+from torchmem.lint.rules._logged_loss import logged_loss
 from torchmem.lint.rules._callee_stores import (
     accumulating_method,
     callee_store,
@@ -173,7 +174,13 @@ class GraphAccumulation(Rule):
         buffer with recording on, in an update that decays the buffer's old value
         (``self.running_mean.mul_(1 - m).add_(mean * m)``,
         ``self.running_var = (1 - m) * self.running_var + m * var``, no ``.detach()``):
-        the buffer chains every call's graph onto its previous value.
+        the buffer chains every call's graph onto its previous value. A function that
+        returns the loss for backward as the first element of a tuple and, beside it, a
+        dictionary of logged values holding that loss (``return loss, sample_size,
+        logging_output`` with ``logging_output = {"loss": loss, ...}``), or a term the loss
+        was summed from while the dictionary's other entries are detached
+        (``metrics["nll_loss"] = nll_loss.cpu().mean()``), is flagged too: the logged copy
+        is read as a number, and whoever keeps the logged values keeps the graphs.
 
     Why:
         A tensor produced by a forward pass references its ``grad_fn``, and through it the
@@ -212,7 +219,12 @@ class GraphAccumulation(Rule):
         ``torch.no_grad()`` copies the data and is not reported. Python's builtins
         (``zip``, ``tuple``) never count as a model, even when their result reaches
         ``backward()``. ``x = self.transform(x)``, with a callable given to ``__init__``, is
-        taken to pass ``x``'s graph through.
+        taken to pass ``x``'s graph through. For a logged loss, the returned loss counts
+        as graph-carrying also when it is the result of a function out of sight given
+        graph-carrying tensors (``modules.cross_entropy(logits.view(-1, v), targets)``);
+        a value detached on one branch (``loss if tpu else loss.data``) is a choice and is
+        not reported, nor a term of the loss in a dictionary none of whose entries is
+        detached (the caller may weight and differentiate it).
 
     Example:
         ```python
@@ -352,6 +364,18 @@ class GraphAccumulation(Rule):
                 f"on and folded into the buffer 'self.{name}', which lives as long as the "
                 f"module: each call chains its graph onto the buffer's previous value; fold "
                 f"a detached value (.detach()) or update the buffer under torch.no_grad()"))
+
+    def visit_Return(self, node: ast.Return, ctx: Context) -> None:
+        for value, loss, logs in logged_loss(node, ctx):
+            v = describe(value)
+            what = (f"'{v}', which this function returns for backward, is also" if v == loss
+                    else f"'{v}' carries the autograd graph of '{loss}', which this function "
+                         f"returns for backward, and is")
+            ctx.report(self, value, (
+                f"{what} kept in '{logs}', the dictionary of logged values returned beside "
+                f"it: whoever keeps the logged values (a trainer's logging outputs, a "
+                f"metrics store averaged at each log step) keeps every step's graph with "
+                f"them; log a detached value (.detach(), or .item() for a scalar)"))
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         self._check_buffer(node, ctx)
