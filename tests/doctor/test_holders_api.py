@@ -35,6 +35,17 @@ def test_list_element_dict_value_and_attribute_with_their_lines():
     del stats, logs, slotted
 
 
+def test_a_numpy_array_that_shares_the_tensor_memory():
+    # `t.numpy()` keeps `t` as the array's `.base`; the array shows gc no references
+    frames = [torch.arange(6.0).reshape(2, 3).numpy()[1:]]  # a view of the shared array
+    ref = weakref.ref(frames[0].base.base)
+    (holder,) = torchmem.holders(ref())
+    assert holder.path == "frames[0].base.base" and holder.kind == "attribute"
+    del frames
+    gc.collect()
+    assert ref() is None  # the walk kept nothing
+
+
 def _counter():
     kept = torch.arange(5.0)
 

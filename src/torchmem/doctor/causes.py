@@ -79,7 +79,8 @@ def _files(stats: PathStats) -> list[str]:
 
 def _statement(stats: PathStats, want: str, end: str | None = None) -> Statement | None:
     hook = want == "hook"
-    found = at_end(find_statements(stats.path, _files(stats), hook=hook), end)
+    found = at_end(find_statements(stats.path, _files(stats), hook=hook,
+                                   hook_names=stats.hook_names, hook_methods=stats.hook_methods), end)
     return best_statement(found, want, function=stats.function, exact=stats.path,
                           brings_graph=want == "chain" and stats.passes > 0)
 
@@ -226,6 +227,14 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
             is_tuple=stats.type in ("tuple", "list"), hook=hooks, owner_type=owner_type)
         fix = path_fix.text
+        # what grows is the state of the optimizers it keeps (each one's first step makes
+        # it, with its parameters' gradients): no container edit frees that
+        optimizers = cause == "growing_container" and 0 < stats.storage_bytes <= 2 * stats.optimizer_bytes
+        if optimizers:
+            fix = (f"let go of each model and its optimizer when it is done with: remove it "
+                   f"from `{path}` (save its `state_dict()` if it is needed later), or free "
+                   "what its training made: `optimizer.state.clear()` and "
+                   "`optimizer.zero_grad(set_to_none=True)`")
         chain_note = chained_text(path, name, stmt, stats) if chained and stmt is not None else None
         if chain_note is not None:
             fix = chain_note[1]
@@ -251,6 +260,10 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                           function=shown.function if shown else stats.function,
                           type=None if stale or kept else stats.type)
         extra_evidence: tuple[str, ...] = (chain_note[0],) if chain_note is not None else ()
+        if optimizers:
+            extra_evidence += (f"{format_bytes(stats.optimizer_bytes)} of it is optimizer state "
+                               f"and gradients: each optimizer's first step creates them, and "
+                               f"`{path}` keeps every optimizer that has stepped",)
         if site is not None and stmt is not None:
             via = "".join(f", through `{c.code}` (line {c.line}, in `{c.function}`)"
                           for c in reversed(passed_through))
@@ -320,9 +333,10 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                 cause, stats, sig, first_step, last_step, owner_type, (peaks or {}).get(path))),
             data=data, fix=fix,
             confidence="high" if stmt is not None or culprit.line is not None else "medium",
-            fix_kind="advice" if stats.kind == "grad" else path_fix.kind,
-            edit=None if stats.kind == "grad" else path_fix.proposal.edit,
-            alternatives=() if stats.kind == "grad" else path_fix.proposal.edits[1:]), stats.cache))
+            fix_kind="advice" if stats.kind == "grad" or optimizers else path_fix.kind,
+            edit=None if stats.kind == "grad" or optimizers else path_fix.proposal.edit,
+            alternatives=() if stats.kind == "grad" or optimizers else path_fix.proposal.edits[1:]),
+            stats.cache))
     memory = [f for f in findings]
     if len(memory) == 1 and "cpu" in growth and growth["cpu"].verdict == "growing":
         f = memory[0]

@@ -1,6 +1,7 @@
 """One hop of the holder walk: the objects an object keeps alive, each with the path a user
 writes to reach it (``[3]``, ``['loss']``, ``.weight``, ``.grad``, ``.grad_fn``, the cache of
-an ``lru_cache``, a closure cell, a traceback's frames, a suspended generator's locals), and
+an ``lru_cache``, a closure cell, a traceback's frames, a suspended generator's locals, a
+numpy array's ``.base``), and
 what an object implemented in C references internally (``.<internal list>``: see
 :mod:`torchmem.doctor.internals`).
 
@@ -17,7 +18,7 @@ import types
 from collections import deque
 from typing import Any, Iterator
 
-from torchmem.doctor.internals import internal_refs, native
+from torchmem.doctor.internals import NOT_ARRAY, array_base, internal_refs, native
 
 __all__ = ["ATOMIC"]
 
@@ -133,6 +134,11 @@ def _children(obj: Any, path: str, in_graph: bool = False) -> Iterator[tuple[Any
             yield value, path, "local", f"local `{name}` of the suspended generator"
         return
     if isinstance(obj, (types.ModuleType, types.FrameType)):
+        return
+    base = array_base(obj)
+    if base is not NOT_ARRAY:
+        if base is not None:
+            yield base, f"{path}.base", "attribute", "the memory the numpy array shares"
         return
     attrs: dict[str, Any] = {}
     covered: set[int] = set()

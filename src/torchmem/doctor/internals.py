@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from torchmem.doctor.source import Statement
 
 __all__ = ["native", "internal_refs", "internal_owner", "binding_statement", "describe",
-           "INTERNAL_STEP"]
+           "array_base", "NOT_ARRAY", "INTERNAL_STEP"]
 
 _HEAPTYPE = 1 << 9
 _IMMUTABLETYPE = 1 << 8
@@ -85,6 +85,29 @@ def internal_refs(obj: Any, covered: AbstractSet[int] = frozenset()) -> Iterator
         name = type(ref).__name__
         n = counts[name] = counts.get(name, 0) + 1
         yield ref, f"{INTERNAL_STEP}{name}>" if n == 1 else f"{INTERNAL_STEP}{name} #{n}>"
+
+
+#: numpy's array types, (name, module): numpy itself is not imported
+_ARRAY_TYPES = frozenset({("ndarray", "numpy"), ("memmap", "numpy"), ("matrix", "numpy"),
+                          ("recarray", "numpy.rec")})
+#: what :func:`array_base` returns for an object that is not a numpy array
+NOT_ARRAY = object()
+
+
+def array_base(obj: Any) -> Any:
+    """What a numpy array shares its memory with (``.base``: the tensor ``t.numpy()`` was
+    made from, or the array a view views), None for an array that owns its memory, and
+    :data:`NOT_ARRAY` for anything else. Numpy arrays show no references to
+    :func:`gc.get_referents`, so the walks read ``.base`` themselves.
+
+    Example:
+        >>> array_base("not an array") is NOT_ARRAY
+        True
+    """
+    cls = type(obj)
+    if (cls.__name__, getattr(cls, "__module__", "")) not in _ARRAY_TYPES:
+        return NOT_ARRAY
+    return getattr(obj, "base", None)
 
 
 def internal_owner(path: str) -> str | None:

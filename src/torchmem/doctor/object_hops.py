@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from torchmem.doctor.hook_sites import hook_methods, hook_names
 from torchmem.doctor.pathstats import PathStats
 from torchmem.doctor.roots import _ATOMIC
 
@@ -94,6 +95,8 @@ class ObjectHops:
             if hooks:
                 s, t = self._child(hooks, f"{base}.{hook_attr}", "hook", parent, tracked,
                                    depth + 1, root, owner=mod)
+                if s is not parent:
+                    s.hook_names, s.hook_methods = hook_names(hooks), hook_methods(mod, hook_attr)
                 self._add(t, "hooks", len(hooks))
                 push((hooks, s, t, depth + 1))
         for name, value in vars(mod).items():

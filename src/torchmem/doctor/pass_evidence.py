@@ -141,6 +141,12 @@ class PassEvidence:
                     continue  # graphs are built with grad enabled only
                 present = [s.paths[path] for s in snaps if path in s.paths]
                 at = [s.step for s in snaps if path in s.paths]
+                if len(present) > 1 and at[-1] in self.ends and (
+                        present[-1].graph_nodes < present[-2].graph_nodes
+                        or present[-1].grad_tensors < present[-2].grad_tensors):
+                    # let go as the pass ended (a callback emptied at the epoch's end):
+                    # what it held at the pass's forwards is what is judged
+                    present, at = present[:-1], at[:-1]
                 if len(present) < 3:
                     continue  # one graph replaced by the next is no accumulation
                 judged[path] = judged.get(path, 0) + 1

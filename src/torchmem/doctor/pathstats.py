@@ -36,12 +36,17 @@ class PathStats:
         storage_bytes: bytes of those tensors' storages.
         used_bytes: bytes those tensors actually use (``numel * itemsize``).
         saved_bytes: bytes of tensors saved for backward by graphs reached here.
+        optimizer_bytes: of ``storage_bytes``, the state of optimizers reached here (and
+            their parameters' gradients) that no top-level name owns.
         graph_nodes: autograd nodes reached here.
         live_nodes: nodes whose saved tensors are still there (graph never backpropagated).
         freed_nodes: nodes whose saved tensors were freed by a backward pass.
         max_chain: the most graph nodes reached from one single tensor.
         chain_numel: ``numel`` of that tensor.
         hooks: hook functions held (for module hook dicts).
+        hook_names: for a module hook dict, the names of the functions its last entries
+            hold; hook_methods: the ``register_*`` methods that can have filled it (see
+            :mod:`torchmem.doctor.hook_sites`).
         example: shape and dtype of the largest tensor reached, e.g. ``(64, 512) float32``.
         passes: the most graph edges into one leaf (``AccumulateGrad``) among the graphs
             walked here: how many forward passes through the same parameter they hold
@@ -89,12 +94,15 @@ class PathStats:
     storage_bytes: int = 0
     used_bytes: int = 0
     saved_bytes: int = 0
+    optimizer_bytes: int = 0
     graph_nodes: int = 0
     live_nodes: int = 0
     freed_nodes: int = 0
     max_chain: int = 0
     chain_numel: int = 0
     hooks: int = 0
+    hook_names: tuple[str, ...] = ()
+    hook_methods: tuple[str, ...] = ()
     example: str | None = None
     holds: tuple[str, ...] = ()
     passes: int = 0

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from torchmem.doctor.hook_sites import HOOK_METHODS, matching_registrations
 from torchmem.doctor.operands import brings_other_value
 
 __all__ = ["Statement", "find_statements", "stem", "parse_path", "load_tree"]
@@ -294,13 +295,18 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def find_statements(path: str, files: list[str], *, hook: bool = False) -> list[Statement]:
+def find_statements(path: str, files: list[str], *, hook: bool = False,
+                    hook_names: Sequence[str] = (), hook_methods: Sequence[str] = ()
+                    ) -> list[Statement]:
     """All statements in ``files`` that grow or rebind the culprit ``path``.
 
     Args:
         path: the culprit as reported (``self.history``, ``losses``...).
         files: source files to search (duplicates and unreadable files are skipped).
         hook: look for ``register_*_hook`` calls instead (``path`` names a hook dict).
+        hook_names, hook_methods: for a hook dict, the functions it holds and the
+            methods that can have filled it (:mod:`torchmem.doctor.hook_sites`): the
+            registrations that pass another function or call another method are left out.
 
     Returns:
         Matching statements in file order.
@@ -317,25 +323,37 @@ def find_statements(path: str, files: list[str], *, hook: bool = False) -> list[
         finder = _Finder(file, lines, wanted, hook)
         finder.visit(tree)
         out.extend(finder.found)
+    if hook and out and (hook_names or hook_methods):
+        # registrations through this name that cannot have filled this dict (another
+        # method, another function of the script's) are not its sites
+        out = matching_registrations(out, hook_names, hook_methods, _defined_functions(files))
     if hook and not out and len(wanted) > 1:
-        # Registered through a helper (``def attach(layer): layer.register_forward_hook(f)``):
-        # the receiver's name differs. Accept a registration site only when it is the one
-        # register_*_hook call in the user's files, so the line is never a guess.
+        # Registered through a helper (``def attach(layer): layer.register_forward_hook(f)``)
+        # or a loop variable: the receiver's name differs. Accept a registration site only
+        # when it is the one register_*_hook call in the user's files that can have filled
+        # this dict (the method that fills it, ``register_forward_hook`` for
+        # ``_forward_hooks``, with the function it holds), so the line is never a guess.
         anywhere = find_statements("hooks", files, hook=True)
-        if len({(s.file, s.line) for s in anywhere}) > 1:
-            # several registrations: the one call of the method that fills this dict
-            # (``register_forward_hook`` for ``_forward_hooks``), if there is one
-            methods = _HOOK_METHODS.get(parse_path(path)[-1], ())
-            anywhere = [s for s in anywhere if s.method in methods]
-        if len({(s.file, s.line) for s in anywhere}) == 1:
+        if len(_sites(anywhere)) > 1:
+            methods = hook_methods or HOOK_METHODS.get(parse_path(path)[-1], ())
+            anywhere = matching_registrations(anywhere, (), methods)
+        if len(_sites(anywhere)) > 1 and hook_names:
+            anywhere = matching_registrations(anywhere, hook_names, (), _defined_functions(files))
+        if len(_sites(anywhere)) == 1:
             out = anywhere
     return out
 
 
-#: the ``register_*`` methods that add to each module hook dict
-_HOOK_METHODS = {
-    "_forward_hooks": ("register_forward_hook",),
-    "_forward_pre_hooks": ("register_forward_pre_hook",),
-    "_backward_hooks": ("register_full_backward_hook", "register_backward_hook"),
-    "_backward_pre_hooks": ("register_full_backward_pre_hook",),
-}
+def _sites(found: Sequence[Statement]) -> set[tuple[str, int]]:
+    return {(s.file, s.line) for s in found}
+
+
+def _defined_functions(files: Sequence[str]) -> frozenset[str]:
+    """Names of the functions and methods the ``def`` statements of ``files`` define."""
+    names: set[str] = set()
+    for file in dict.fromkeys(f for f in files if f):
+        parsed = load_tree(file)
+        if parsed is not None:
+            names.update(n.name for n in ast.walk(parsed[0])
+                         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return frozenset(names)

@@ -2,8 +2,9 @@
 
 From each root the walker follows lists, tuples, deques, sets, dicts, object
 ``__dict__``/``__slots__``, ``nn.Module`` children/buffers/hook dicts, closure cells, bound
-methods, partials, exceptions and their traceback frames, generators -- down to tensors,
-and from tensors through their ``grad_fn`` graphs to the tensors saved for backward.
+methods, partials, exceptions and their traceback frames, generators, numpy arrays'
+``.base`` (the tensor that ``t.numpy()`` shares memory with) -- down to tensors, and from
+tensors through their ``grad_fn`` graphs to the tensors saved for backward.
 Every object is attributed to the first path that reaches it (see
 :mod:`torchmem.doctor.culprit` for the snapshot built from it).
 
@@ -26,7 +27,7 @@ import torch
 from torchmem.collect.graph import storage_key, storage_nbytes
 from torchmem.doctor.class_walk import ClassRoots, class_file, walk_classes
 from torchmem.doctor.graph_walk import walk_graph
-from torchmem.doctor.internals import internal_refs, native
+from torchmem.doctor.internals import NOT_ARRAY, array_base, internal_refs, native
 from torchmem.doctor.item_sizes import estimated_bytes, last_item_type
 from torchmem.doctor.lru_caches import cache_origin
 from torchmem.doctor.object_hops import ObjectHops
@@ -144,6 +145,28 @@ class _Walker(ObjectHops):
                     s.max_chain = reached
                     s.chain_numel = t.numel()
 
+    def _optimizer_state(self, opt: torch.optim.Optimizer, tracked: list[PathStats]) -> None:
+        """Count the state of an optimizer that no top-level name owns (one kept in a dict
+        of models, a list of trainers) and its parameters' gradients: each optimizer's
+        first step creates them, so a container that keeps optimizers that stepped grows
+        by them. Owned ones (a top-level ``optimizer``) are skipped by :meth:`_tensor`."""
+        try:
+            states = list(opt.state.values())
+            params = [p for group in opt.param_groups for p in group.get("params", ())]
+        except Exception:  # noqa: BLE001 - an optimizer-like object of its own shape
+            return
+        before = tracked[-1].storage_bytes
+        for state in states:
+            if isinstance(state, dict):
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        self._tensor(value, tracked)
+        for p in params:
+            grad = getattr(p, "grad", None)
+            if isinstance(grad, torch.Tensor):
+                self._tensor(grad, tracked)
+        self._add(tracked, "optimizer_bytes", tracked[-1].storage_bytes - before)
+
     def _sample(self, t: torch.Tensor, tracked: list[PathStats]) -> None:
         """Keep a weak reference to ``t`` for the paths that still want samples."""
         samples = self.samples
@@ -257,6 +280,7 @@ class _Walker(ObjectHops):
                         push((value, parent, tracked, depth))
                 continue
             if isinstance(obj, torch.optim.Optimizer):
+                self._optimizer_state(obj, tracked)
                 continue
             if isinstance(obj, torch.nn.Module):
                 self._module(obj, parent, tracked, depth, root, push)
@@ -317,6 +341,11 @@ class _Walker(ObjectHops):
                 continue
             cls = type(obj)
             modname = getattr(cls, "__module__", "") or ""
+            base = array_base(obj)
+            if base is not NOT_ARRAY:  # `t.numpy()` keeps `t` as its `.base`
+                if base is not None and not isinstance(base, _ATOMIC):
+                    push((base, parent, tracked, depth))
+                continue
             if modname.startswith(_SKIP_CLASS_MODULES) and not isinstance(obj, torch.utils.data.Dataset):
                 continue
             covered = self._attributes(obj, parent, tracked, depth, root, push)

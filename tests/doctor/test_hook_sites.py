@@ -1,0 +1,74 @@
+"""Which registration filled a hook dict (hook_sites), and numpy arrays' shared memory."""
+
+from __future__ import annotations
+
+import doctest
+import functools
+
+import numpy as np
+import torch
+
+from torchmem.doctor import hook_sites, internals
+from torchmem.doctor.hook_sites import hook_methods, hook_names, matching_registrations
+from torchmem.doctor.internals import NOT_ARRAY, array_base
+from torchmem.doctor.source import Statement
+
+
+def _registration(line: int, method: str, value: str) -> Statement:
+    return Statement(file="train.py", line=line, code=f"layer.{method}({value})", kind="hook",
+                     function="__init__", in_loop=True, value=value, target="layer",
+                     method=method)
+
+
+class _Recorder:
+    def save(self, module, grad_input, grad_output):
+        pass
+
+
+def test_the_functions_a_hook_dict_holds_by_name():
+    rec = _Recorder()
+    layer = torch.nn.ReLU()
+    layer.register_forward_hook(rec.save)
+    layer.register_forward_hook(functools.partial(_Recorder.save, rec))
+    layer.register_forward_hook(lambda *a: None)  # no name to match: left out
+    assert hook_names(layer._forward_hooks) == ("save",)
+    assert hook_names(object()) == ()
+
+
+def test_which_method_filled_the_backward_hooks():
+    full, legacy = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    full.register_full_backward_hook(lambda *a: None)
+    legacy.register_backward_hook(lambda *a: None)
+    assert hook_methods(full, "_backward_hooks") == ("register_full_backward_hook",)
+    assert hook_methods(legacy, "_backward_hooks") == ("register_backward_hook",)
+    assert hook_methods(full, "_forward_hooks") == ("register_forward_hook",)
+
+
+def test_only_registrations_that_can_have_filled_the_dict_are_kept():
+    found = [_registration(10, "register_full_backward_hook", "self.save_grad"),
+             _registration(12, "register_backward_hook", "self.save_grad"),
+             _registration(27, "register_full_backward_hook", "count_calls"),
+             _registration(30, "register_full_backward_hook", "fn"),
+             _registration(31, "register_full_backward_hook", "partial(save_grad, k)")]
+    defined = frozenset({"save_grad", "count_calls"})
+    kept = matching_registrations(found, ("save_grad",), ("register_full_backward_hook",), defined)
+    # another method (12) and another function of the script (27) are out; a variable
+    # (`fn`, which may be bound to save_grad) and a partial of save_grad stay
+    assert [s.line for s in kept] == [10, 30, 31]
+    assert [s.line for s in matching_registrations(found, (), (), defined)] == [10, 12, 27, 30, 31]
+
+
+def test_array_base_follows_the_memory_a_numpy_array_shares():
+    t = torch.arange(4.0)
+    shared = t.numpy()
+    base = array_base(shared)  # a tensor on the same storage (not always `t` itself)
+    assert isinstance(base, torch.Tensor)
+    assert base.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+    assert array_base(shared[1:]) is shared
+    assert array_base(np.zeros(3)) is None  # owns its memory
+    assert array_base([1, 2]) is NOT_ARRAY and array_base(t) is NOT_ARRAY
+
+
+def test_the_examples_of_the_docstrings():
+    for module in (hook_sites, internals):
+        assert doctest.testmod(module).failed == 0
