@@ -241,6 +241,14 @@ class DoctorProbe(Probe):
             self._record_error("diagnosis", 0, err)
             self.findings = []
         try:
+            from torchmem.doctor._summary import peaks
+            from torchmem.doctor.cycle_cost import with_costly_cycles
+
+            self.findings, dropped = with_costly_cycles(self.findings, run.steps, peaks(run))
+            self.notes.extend(dropped)
+        except Exception as err:  # noqa: BLE001
+            self._record_error("cycle cost", 0, err)
+        try:
             from torchmem.doctor.heap_gap import with_heap_gap
 
             cpu = next((g for g in self.growth if g.device == "cpu"), None)

@@ -160,8 +160,8 @@ def findings_text(capture: Capture) -> list[str]:
                    "in what could be analysed, which is not a clean bill of health")
     elif not capture.findings:
         out.append("no findings: no variable of the script accumulates tensors, autograd "
-                   "graphs or hooks across steps, no cyclic garbage holds tensors, and "
-                   "gradients are cleared between optimizer steps")
+                   "graphs or hooks across steps, no cyclic garbage holds tensors that "
+                   "matter, and gradients are cleared between optimizer steps")
     for i, f in enumerate(capture.findings, 1):
         out.append("")
         out.extend(text for text, _ in _finding_lines(i, f, steps))
