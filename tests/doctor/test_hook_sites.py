@@ -1,4 +1,5 @@
-"""Which registration filled a hook dict (hook_sites), and numpy arrays' shared memory."""
+"""Static and dynamic hints the doctor names lines by: which registration filled a hook
+dict (hook_sites), numpy arrays' shared memory, writes into a tensor from a view of itself."""
 
 from __future__ import annotations
 
@@ -70,5 +71,29 @@ def test_array_base_follows_the_memory_a_numpy_array_shares():
 
 
 def test_the_examples_of_the_docstrings():
-    for module in (hook_sites, internals):
+    from torchmem.doctor import self_view_writes
+
+    for module in (hook_sites, internals, self_view_writes):
         assert doctest.testmod(module).failed == 0
+
+
+def test_writes_from_a_view_of_the_same_tensor_outside_no_grad(tmp_path):
+    from torchmem.doctor.self_view_writes import self_view_writes
+
+    script = tmp_path / "post.py"
+    script.write_text(
+        "import torch\n"
+        "def nms(x, y):\n"
+        "    x[:, 5:] *= x[:, 4:5]\n"           # 3: a write from a view of itself
+        "    y[:, 0] = x[:, 0] - x[:, 2] / 2\n"  # 4: into another tensor
+        "    y[1:].mul_(y[:1])\n"                 # 5: an in-place method, the same tensor
+        "    with torch.no_grad():\n"
+        "        x[0] = x[1]\n"                   # 7: nothing recorded
+        "@torch.no_grad()\n"
+        "def update(t):\n"
+        "    t[0] += t[1]\n"                      # 10: nothing recorded
+        "store = {}\n"
+        "store['a'] = store\n",                   # 12: a dict, read by name: still listed
+        encoding="utf-8")
+    found = [(s.line, s.target, s.function) for s in self_view_writes([str(script)])]
+    assert found == [(3, "x", "nms"), (5, "y", "nms"), (12, "store", "<module>")]

@@ -41,6 +41,7 @@ from typing import Any, Sequence
 
 from torchmem.doctor.hook_cycles import self_hook_site
 from torchmem.doctor.pathstats import PathStats, Snapshot
+from torchmem.doctor.self_view_writes import self_view_writes
 from torchmem.doctor.source import Statement, _reads, find_statements, load_tree, parse_path
 from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding, Growth
@@ -88,7 +89,21 @@ def _in_place(path: str, stats: PathStats) -> list[Statement]:
     if stats.type not in _TENSOR_TYPES:
         return []
     return [s for s in find_statements(path, _files(stats))
-            if s.kind in ("setitem", "augassign") and s.function == stats.function]
+            if s.kind in ("setitem", "augassign") and s.function == stats.function
+            and _same(s.target, path)]
+
+
+def _same(target: str | None, path: str) -> bool:
+    """Whether the statement's target is the tensor at ``path`` itself (``q`` of
+    ``q[t] = ...``), not the container that holds it (``self.kept`` of
+    ``self.kept['last'] = out``, which stores the tensor and writes nothing into it)."""
+    if target is None:
+        return False
+    try:
+        return ast.unparse(ast.parse(target, mode="eval")) == ast.unparse(
+            ast.parse(path, mode="eval"))
+    except SyntaxError:
+        return target == path
 
 
 def _written_from(path: str, stats: PathStats) -> Statement | None:
@@ -165,24 +180,31 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
     in_place = False
     written = None
     self_hook = None
+    elsewhere = None
+    path_held = path
     if stmt is None:
         found = writes[path]
         in_place = bool(found)
         written = None if in_place else _written_from(path, stats)
         # a hook on a node that holds the object holding the node: the cycle's closing edge
         self_hook = None if in_place or written else self_hook_site(files)
-        stmt = self_hook[0] if self_hook else written or best_statement(
+        # the one write into a tensor from a view of itself elsewhere in the script
+        views = [] if in_place or written or self_hook else self_view_writes(files)
+        elsewhere = views[0] if len(views) == 1 else None
+        stmt = self_hook[0] if self_hook else written or elsewhere or best_statement(
             found or find_statements(path, files), "container", function=stats.function,
             exact=path)
+    if elsewhere is not None:
+        in_place, path_held, path = True, path, elsewhere.target or path
     culprit = Culprit(name=self_hook[1] if self_hook else path,
-                      kind="hook" if self_hook else stats.kind,
+                      kind="hook" if self_hook else "local" if elsewhere else stats.kind,
                       file=stmt.file if stmt else stats.file,
                       line=stmt.line if stmt else None, code=stmt.code if stmt else None,
                       function=stmt.function if stmt else stats.function,
-                      type=None if self_hook else stats.type)
+                      type=None if self_hook or elsewhere else stats.type)
     graphs = (last.graph_tensors - first.graph_tensors) / span
     evidence = [
-        f"what `{path}` held at the previous snapshot is still alive at each of the last "
+        f"what `{path_held}` held at the previous snapshot is still alive at each of the last "
         f"{run} snapshots (step {walked[-1].step}: {stats.orphaned} of the tensors sampled "
         "there), though no variable of the script reaches it any more: something outside "
         "Python keeps each step's value",
@@ -219,7 +241,10 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
         evidence.append(f"`{stmt.code}` (line {stmt.line}) writes into `{path}` in place while "
                         f"autograd records it: when what is written was computed from a view "
                         f"of `{path}`, the graph saved that view, the view keeps `{path}`, "
-                        f"and `{path}`'s grad_fn leads back to the graph")
+                        f"and `{path}`'s grad_fn leads back to the graph"
+                        + (f"; it is the only such write in the script (in `{stmt.function}`),"
+                           f" and `{path_held}` held what the cycle keeps"
+                           if elsewhere is not None else ""))
         fix = (f"compute what line {stmt.line} writes under `with torch.no_grad():` when no "
                f"gradient has to flow through it (a target value), or build `{path}` out of "
                "place (`torch.stack`/`torch.cat` of the parts) instead of writing into it "
