@@ -93,6 +93,8 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
     w = _Walker(step, is_user, max_objects, max_nodes)
     w.samples = samples
     frames = frame_chain(frame, is_user, outermost)
+    if frames:
+        w.snap.site = (frames[0].f_code.co_filename, frames[0].f_lineno)
     namespaces: list[tuple[list[tuple[str, Any]], str, str, str]] = []
     for f in frames:
         is_module = f.f_code.co_name == "<module>"

@@ -12,8 +12,11 @@ Never imports torch.
 
 from __future__ import annotations
 
+import ast
+import functools
+
 from torchmem.doctor.path_keys import writes_other_key
-from torchmem.doctor.source import Statement
+from torchmem.doctor.source import Statement, load_tree
 
 __all__ = ["best_statement"]
 
@@ -35,7 +38,8 @@ _PREFERENCE = {
 
 def best_statement(statements: list[Statement], want: str = "container",
                    function: str | None = None, exact: str | None = None,
-                   brings_graph: bool = False) -> Statement | None:
+                   brings_graph: bool = False, near: tuple[str, int] | None = None
+                   ) -> Statement | None:
     """Pick the statement most likely to keep adding to the culprit.
 
     Args:
@@ -51,6 +55,10 @@ def best_statement(statements: list[Statement], want: str = "container",
             (``Statement.brings``: ``stat * (1 - m) + var * m``) is preferred to one that
             only transforms the old value or adds detached data (``stat.to(x.device)``,
             ``stat + var.data``), which cannot have linked them.
+        near: ``(file, line)`` where the steps ran (:attr:`Snapshot.site`): of statements
+            of the same kind, one in the innermost loop around that line is preferred
+            (``hidden = ...`` in the loop that calls the model at every step, not in a
+            loop over a prompt's few characters before it).
     """
     order = _PREFERENCE.get(want, _PREFERENCE["container"])
     best: tuple[tuple[int, ...], Statement] | None = None
@@ -69,6 +77,7 @@ def best_statement(statements: list[Statement], want: str = "container",
             0 if s.value in _INITIAL else 1,
             0 if not s.in_loop and (s.file, s.function) in looping else 1,
             -order.index(s.kind),
+            1 if near is not None and same_loop(s, near) else 0,
             1 if brings_graph and s.brings else 0,
             1 if s.in_loop else 0,
             1 if exact is not None and s.target == exact else 0,
@@ -78,3 +87,32 @@ def best_statement(statements: list[Statement], want: str = "container",
         if best is None or score > best[0]:
             best = (score, s)
     return best[1] if best else None
+
+
+def same_loop(stmt: Statement, site: tuple[str, int]) -> bool:
+    """Whether ``stmt`` and the line ``site`` are in the same innermost ``for``/``while``
+    loop of the same file (False when either is in no loop)."""
+    if stmt.file != site[0]:
+        return False
+    here, there = _innermost_loop(stmt.file, stmt.line), _innermost_loop(*site)
+    return here is not None and here == there
+
+
+def _innermost_loop(file: str, line: int) -> tuple[int, int] | None:
+    """(first line, last line) of the innermost loop of ``file`` around ``line``."""
+    parsed = load_tree(file)
+    if parsed is None:
+        return None
+    best = None
+    for span in _loop_spans(parsed[0]):
+        if span[0] <= line <= span[1] and (best is None or span[0] >= best[0]):
+            best = span
+    return best
+
+
+@functools.lru_cache(maxsize=64)
+def _loop_spans(tree: ast.Module) -> tuple[tuple[int, int], ...]:
+    """The loops of a parsed file (cached per tree: :func:`load_tree` parses a file again
+    when it changes)."""
+    return tuple((n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+                 if isinstance(n, (ast.For, ast.AsyncFor, ast.While)))
