@@ -33,6 +33,9 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("retained_list.py", "retained_graph", "outputs", 16),
     ("running_sum.py", "retained_graph", "total", 14),
     ("hidden_chain.py", "hidden_state_chain", "state", 23),
+    # rebound in a loop over a prompt, then in the loop that calls the model at every
+    # step: the statement in the loop the steps run in
+    ("hidden_two_loops.py", "hidden_state_chain", "h", 12),
     ("eval_graph.py", "eval_graph", "self.predictions", 15),
     # a callback's predictions, with graphs, emptied before the pass is seen to end: what
     # it held at the pass's forwards is judged, not its state at the end
@@ -302,3 +305,21 @@ def test_garbage_inspection_stops_at_nodes_a_backward_freed(monkeypatch):
     # ran in a function of its own, the loop's last tensor survived the collection
     assert 2 * 256 * 256 * 4 <= record.tensor_bytes <= 2 * 256 * 256 * 4 + 64
     assert reads, "the live graph was walked"
+
+
+def test_numpy_outputs_an_inference_script_collects_are_a_note(tmp_path):
+    # memory grows with the predictions the script is run to produce: no finding, and the
+    # report says what it saw (the arrays share the outputs' memory: `t.numpy()`)
+    import json
+    import subprocess
+    import sys
+
+    capture = tmp_path / "capture.json"
+    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
+                           "--json", str(capture), str(SCRIPTS / "healthy_numpy_predictions.py")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(capture.read_text())
+    assert data["findings"] == []
+    assert any(n.startswith("`predictions` collects numpy arrays of the outputs")
+               for n in data["notes"]), data["notes"]

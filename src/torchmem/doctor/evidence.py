@@ -73,3 +73,5 @@ class Evidence:
     empty_cache_site: tuple[str, int, str] | None = None
     steps: int = 0
     allocator: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: what the diagnosis saw and did not report, in words, for the report's notes
+    notes: list[str] = field(default_factory=list)

@@ -38,6 +38,8 @@ class PathStats:
         saved_bytes: bytes of tensors saved for backward by graphs reached here.
         optimizer_bytes: of ``storage_bytes``, the state of optimizers reached here (and
             their parameters' gradients) that no top-level name owns.
+        array_bytes: of ``storage_bytes``, tensors reached as the memory numpy arrays
+            share (``t.numpy()``).
         graph_nodes: autograd nodes reached here.
         live_nodes: nodes whose saved tensors are still there (graph never backpropagated).
         freed_nodes: nodes whose saved tensors were freed by a backward pass.
@@ -95,6 +97,7 @@ class PathStats:
     used_bytes: int = 0
     saved_bytes: int = 0
     optimizer_bytes: int = 0
+    array_bytes: int = 0
     graph_nodes: int = 0
     live_nodes: int = 0
     freed_nodes: int = 0
@@ -142,6 +145,8 @@ class Snapshot:
         elapsed_s: time the walk took.
         unreached: live tensors that no walked path and no owned memory reaches (see
             :class:`Unreached`); None when not measured.
+        site: ``(file, line)`` the innermost user frame was at when the snapshot was
+            taken (the call that ended the step); None when no user frame was on the stack.
     """
 
     step: int
@@ -152,6 +157,7 @@ class Snapshot:
     truncated: bool = False
     elapsed_s: float = 0.0
     unreached: Unreached | None = None
+    site: tuple[str, int] | None = None
 
 
 @dataclass

@@ -237,6 +237,7 @@ class DoctorProbe(Probe):
         """Findings from the evidence: paths, the heap gap, evaluation passes."""
         try:
             self.findings = calibrate(diagnose(self.evidence, self.growth), self.growth)
+            self.notes.extend(dict.fromkeys(self.evidence.notes))
         except Exception as err:  # noqa: BLE001
             self._record_error("diagnosis", 0, err)
             self.findings = []

@@ -343,7 +343,11 @@ class _Walker(ObjectHops):
             modname = getattr(cls, "__module__", "") or ""
             base = array_base(obj)
             if base is not NOT_ARRAY:  # `t.numpy()` keeps `t` as its `.base`
-                if base is not None and not isinstance(base, _ATOMIC):
+                if isinstance(base, torch.Tensor):
+                    before = tracked[-1].storage_bytes
+                    self._tensor(base, tracked)
+                    self._add(tracked, "array_bytes", tracked[-1].storage_bytes - before)
+                elif base is not None and not isinstance(base, _ATOMIC):
                     push((base, parent, tracked, depth))
                 continue
             if modname.startswith(_SKIP_CLASS_MODULES) and not isinstance(obj, torch.utils.data.Dataset):
