@@ -405,3 +405,27 @@ def test_a_long_run_holds_a_bounded_number_of_step_records(tmp_path):
     assert result.steps[0].step == 1 and result.steps[-1].step == 6000
     assert result.peak["cpu"] >= max(s.used["cpu"] for s in result.steps)
     assert any("kept" in note and "6000" in note for note in result.notes)
+
+
+def test_a_long_runs_notes_count_steps_not_step_records(tmp_path):
+    # the step records are thinned past CAPACITY; the census note, the final analysis and
+    # the censuses of evaluation passes count the run's steps
+    import json
+    import subprocess
+    import sys
+
+    path = write(tmp_path, """
+        import torch
+        w = torch.zeros(2, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.0)
+        for i in range(6000):
+            opt.step()
+        """)
+    capture = tmp_path / "capture.json"
+    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
+                           "--json", str(capture), str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    notes = json.loads(capture.read_text())["notes"]
+    census = [n for n in notes if "census at step" in n]
+    assert census and all(n.endswith(" of 6000") for n in census), notes

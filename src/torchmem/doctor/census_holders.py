@@ -201,7 +201,7 @@ class PeakCensus:
                                 self.spent < self.budget * (time.perf_counter() - self._t0)):
                 return
         self._eval = (heap, heap)
-        step = len(run.steps)
+        step = run.step_count
         self.take("eval_peak", step, {"cpu": int(heap)}, info.get("frame"), run.main_globals,
                   run.frames.is_user_file,
                   note=f"evaluation pass {info.get('pass')}, after its forward {index}")

@@ -246,7 +246,7 @@ class LinesProbe(Probe):
             if self.doctor is not None:  # the ledger still knows where storages were made
                 self.doctor.on_finish(run, outcome)
                 when = "oom" if outcome.kind == "oom" else "census"
-                self._join_census(run, outcome.frame, len(run.steps), when)
+                self._join_census(run, outcome.frame, run.step_count, when)
         finally:
             self.cpu.uninstall()
         if self.cuda is not None:

@@ -177,7 +177,7 @@ class DoctorProbe(Probe):
             if self.deep:
                 self.passes.on_event(run, name, info, self._guard)
             if name == "pass_step" and self.census_at_end:
-                self._guard("census", len(run.steps), self.peaks.at_pass_step, run, info)
+                self._guard("census", run.step_count, self.peaks.at_pass_step, run, info)
             elif name == "pass_drop":
                 self.peaks.drop_pass(info)
         elif name == "step_source":
@@ -371,7 +371,7 @@ class DoctorProbe(Probe):
                 pass
             self._gc_callback_installed = False
         failed = outcome.kind in ("oom", "exception", "interrupt") and outcome.frame is not None
-        step = len(run.steps)
+        step = run.step_count
         if self.deep and failed:
             snaps = self.evidence.snapshots
             if step > (snaps[-1].step if snaps else 0) + 1:
