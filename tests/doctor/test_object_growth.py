@@ -102,3 +102,55 @@ def test_quiet_when_the_heap_does_not_grow_or_the_container_explains_little():
     # a run that only infers collects its outputs on purpose
     assert container_findings(snaps, heap(ARRAY), 40, explained=False, trains=False) == []
     del logs
+
+
+class _Graph:
+    def __init__(self, n: int):
+        self.rows = [[float(i) / 7.0 for i in range(100)] for _ in range(n)]
+
+
+def test_estimate_opens_objects_and_counts_a_shared_object_once():
+    graphs = [_Graph(4) for _ in range(8)]
+    # 8 objects of 4 rows of 100 distinct floats: at least their floats and row lists
+    floats = 8 * 4 * 100 * sys.getsizeof(1.5)
+    assert estimated_bytes(graphs) >= floats
+    shared = [[0.0] * 100 for _ in range(32)]  # one float object in every row
+    assert estimated_bytes(shared) < 32 * 100 * sys.getsizeof(0.0)
+
+
+def test_a_cache_keyed_by_input_is_a_memo_store_and_a_list_of_outputs_is_not(tmp_path):
+    from torchmem.doctor.object_growth import memo_store
+    from torchmem.doctor.source import find_statements
+
+    script = tmp_path / "memo.py"
+    script.write_text("CACHE = {}\n"
+                      "out = []\n"
+                      "def featurize(k):\n"
+                      "    if k in CACHE:\n"
+                      "        return CACHE[k]\n"
+                      "    CACHE[k] = [k]\n"
+                      "    return CACHE[k]\n"
+                      "def collect(y):\n"
+                      "    out.append(y)\n", encoding="utf-8")
+    (store,) = [s for s in find_statements("CACHE", [str(script)]) if s.kind == "setitem"]
+    assert memo_store(store)
+    (append,) = [s for s in find_statements("out", [str(script)]) if s.kind == "add"]
+    assert not memo_store(append) and not memo_store(None)
+
+
+def test_an_inference_script_whose_cache_grows_with_its_inputs_is_named(tmp_path):
+    # a script that only runs a model: outputs it collects are by design, a cache keyed by
+    # input that never sees the same input twice is not (a fresh process: heap verdict)
+    import json
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).parent / "scripts_unit" / "memo_cache_inference.py"
+    capture = tmp_path / "capture.json"
+    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
+                           "--json", str(capture), str(script)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (top, *_) = json.loads(capture.read_text())["findings"]
+    assert (top["cause"], top["culprit"]["name"], top["culprit"]["line"]) == \
+        ("growing_container", "CACHE", 17)

@@ -4,9 +4,11 @@ Tensor storage is measured exactly by the walk; a list of floats or of numpy arr
 not tensor storage, yet it fills the heap as surely. :func:`estimated_bytes` estimates
 it from :func:`sys.getsizeof`: the container itself, plus its length times the mean size
 of its *last* items (growth appends, so those are what each step adds), each item counted
-with the items it holds directly (one level: a tuple ``(step, loss)`` counts its two
-numbers). It is an estimate: items shared with other containers are counted again,
-deeper levels are not counted, and the allocator's own overhead is left out. A numpy
+with what it holds down to three levels, sampled the same way (a tuple ``(step, loss)``
+counts its two numbers; an object of the script's classes counts its attributes' values,
+so a graph object of lists of feature lists counts its floats). It is an estimate: items
+shared with other containers or between items are counted again, deeper levels are not
+counted, and the allocator's own overhead is left out. A numpy
 array's :func:`sys.getsizeof` includes its data when it owns it; a tensor's does not (its
 storage is measured by the walk).
 """
@@ -22,6 +24,12 @@ __all__ = ["estimated_bytes", "last_item_type", "SAMPLE"]
 
 #: items whose sizes are read per container (the last ones), and per item one level down
 SAMPLE = 16
+#: levels below a container's items whose sizes are read (sampled the same way): a list
+#: of objects whose attributes are lists of lists of floats is counted to its floats
+_DEPTH = 3
+#: modules whose objects are not opened (their memory is measured elsewhere, or is not
+#: the script's): torch (tensor storage is measured by the walk), builtins, numpy
+_OPAQUE = frozenset({"builtins", "torch", "numpy", "torch.nn.parameter"})
 _CONTAINERS = (list, tuple, dict, set, frozenset, deque)
 
 
@@ -35,14 +43,31 @@ def _last(obj: Any, n: int) -> list[Any]:
     return list(itertools.islice(obj, n))  # a set: any n
 
 
-def _item_bytes(item: Any) -> int:
+def _item_bytes(item: Any, depth: int = 0, seen: set[int] | None = None) -> int:
+    """Bytes of ``item`` with what it holds down to :data:`_DEPTH` levels; an object met
+    before in the same estimate (``seen``: a float shared by every row) counts once."""
+    if seen is not None:
+        if id(item) in seen:
+            return 0
+        seen.add(id(item))
     size = sys.getsizeof(item, 0)
     if isinstance(item, _CONTAINERS) and len(item):
         inner = _last(item, SAMPLE)
         if inner:
-            per = sum(sys.getsizeof(x, 0) for x in inner) / len(inner)
+            sizes = [_item_bytes(x, depth + 1, seen) for x in inner] if depth < _DEPTH else [
+                sys.getsizeof(x, 0) for x in inner]
             count = 2 * len(item) if isinstance(item, dict) else len(item)
-            size += int(per * count)
+            size += int(sum(sizes) / len(sizes) * count)
+    elif depth < _DEPTH and type(item).__module__ not in _OPAQUE:
+        # an instance of a script's class: the values of its attributes (a graph object
+        # of lists of features), as a container's items
+        try:
+            attrs = vars(item)
+        except TypeError:
+            return size
+        if type(attrs) is dict:
+            size += sys.getsizeof(attrs, 0) + sum(
+                _item_bytes(v, depth + 1, seen) for v in itertools.islice(attrs.values(), SAMPLE))
     return size
 
 
@@ -63,7 +88,8 @@ def estimated_bytes(obj: Any) -> int | None:
         total = sys.getsizeof(obj, 0)
         if n:
             sample = _last(obj, SAMPLE)
-            per = sum(_item_bytes(x) for x in sample) / max(len(sample), 1)
+            seen: set[int] = set()
+            per = sum(_item_bytes(x, 0, seen) for x in sample) / max(len(sample), 1)
             total += int(per * (2 * n if isinstance(obj, dict) else n))
         return total
     except Exception:  # noqa: BLE001 - an odd container (a __len__ or __sizeof__ that raises)

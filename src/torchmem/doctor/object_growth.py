@@ -26,6 +26,7 @@ size is the estimate, said to be one.
 
 from __future__ import annotations
 
+import ast
 from typing import Sequence
 
 from torchmem.doctor.call_sites import caller_statement
@@ -33,7 +34,7 @@ from torchmem.doctor.fixes import internal_advice
 from torchmem.doctor.held import MIN_UNTRACKED_PER_STEP, MIN_UNTRACKED_R2
 from torchmem.doctor.internals import binding_statement, describe, internal_owner
 from torchmem.doctor.pathstats import PathStats, Snapshot
-from torchmem.doctor.source import Statement, find_statements
+from torchmem.doctor.source import Statement, find_statements, load_tree
 from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding, Growth
 from torchmem.units import format_bytes
@@ -87,8 +88,8 @@ def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
                        explained: bool, trains: bool = True) -> list[Finding]:
     """The container of Python objects that keeps the heap growing (see the module), or
     nothing. ``trains``: backward ran in most steps (a run that only infers collects its
-    outputs by design: nothing is reported there)."""
-    if explained or not trains or growth is None or growth.verdict != "growing":
+    outputs by design: there only a cache keyed by input, :func:`memo_store`, is reported)."""
+    if explained or growth is None or growth.verdict != "growing":
         return []
     if growth.bytes_per_step < MIN_UNTRACKED_PER_STEP or growth.r2 < MIN_UNTRACKED_R2:
         return []
@@ -107,6 +108,8 @@ def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
         rates = _candidate(series)
         if rates is not None and rates[1] >= MIN_SHARE * heap:
             found.append((rates[1], rates[0], path))
+    if not trains:  # outputs collected by design; a cache keyed by input is not that
+        found = [f for f in found if memo_store(_statement(walked[-1].paths[f[2]], None)[0])]
     if not found:
         return []
     found.sort(key=lambda f: (-f[0], -walked[-1].paths[f[2]].depth, f[2]))
@@ -129,8 +132,10 @@ def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
         f"({first.items} at step {first_step}){last_kind}: {items_per_step:.2f} items added "
         "per step, never emptied",
         f"~{format_bytes(per_step)} per step by estimate (sys.getsizeof of the container and "
-        f"of its last items, one level deep: an estimate, not a measurement), about "
-        f"{min(per_step / heap, 9.99):.0%} of the heap's growth",
+        f"of its last items, three levels deep: an estimate, not a measurement), "
+        + (f"about {per_step / heap:.0%} of the heap's growth" if per_step <= heap else
+           "more than the C heap's growth: Python keeps objects of up to 512 bytes in "
+           "arenas of its own, which the C heap reading does not count"),
         f"the C heap grows by {format_bytes(heap)} per step (steps {growth.first_step}-"
         f"{growth.last_step}, R^2 {growth.r2:.2f}) while live tensor storage stays flat: "
         "what grows is Python objects, not tensors",
@@ -158,3 +163,30 @@ def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
               "estimated_bytes": stats.item_bytes, "estimated_bytes_per_step": round(per_step, 1),
               "heap_bytes_per_step": heap, "snapshot_steps": [s for s, _ in series],
               "item_type": stats.item_type, "end_step": end, "bytes_measure": "python_estimate"})]
+
+
+def memo_store(stmt: Statement | None) -> bool:
+    """Whether ``stmt`` stores into a dict by key (``cache[key] = value``) in a function that
+    also looks the same dict up (``key in cache``, ``cache[key]``, ``cache.get(key)``): a
+    cache keyed by input, which grows with every input it has not seen."""
+    if stmt is None or stmt.kind != "setitem" or not stmt.target:
+        return False
+    parsed = load_tree(stmt.file)
+    if parsed is None:
+        return False
+    for fn in ast.walk(parsed[0]):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == stmt.function \
+                and fn.lineno <= stmt.line <= (fn.end_lineno or fn.lineno):
+            return any(_looks_up(node, stmt.target) for node in ast.walk(fn))
+    return False
+
+
+def _looks_up(node: ast.AST, target: str) -> bool:
+    if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+        return any(ast.unparse(c) == target for c in node.comparators)
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        return ast.unparse(node.value) == target
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in ("get", "setdefault", "__contains__"):
+        return ast.unparse(node.func.value) == target
+    return False

@@ -123,10 +123,12 @@ def _finding_lines(index: int, f: Finding, steps: int) -> list[tuple[str, str]]:
         if f.bytes:
             size.append(f"{format_bytes(f.bytes)} held at the end of an evaluation pass")
         steps = 0
+    approx = "~" if isinstance(f.data, dict) and f.data.get("bytes_measure") == "python_estimate" \
+        else ""  # sizes of Python objects by estimate (torchmem.doctor.item_sizes)
     if f.bytes_per_step and not size:
-        size.append(f"{format_bytes(f.bytes_per_step)}/step")
+        size.append(f"{approx}{format_bytes(f.bytes_per_step)}/step")
     if f.bytes and not unit:
-        size.append(f"{format_bytes(f.bytes)} held" + (f" at step {steps}" if steps else ""))
+        size.append(f"{approx}{format_bytes(f.bytes)} held" + (f" at step {steps}" if steps else ""))
     head = f"[{index}] {f.title}" + (f"  ({', '.join(size)})" if size else "")
     lines = [(head, "bold red" if f.bytes_per_step else "bold yellow")]
     c = f.culprit
