@@ -6,11 +6,12 @@ it from :func:`sys.getsizeof`: the container itself, plus its length times the m
 of its *last* items (growth appends, so those are what each step adds), each item counted
 with what it holds down to three levels, sampled the same way (a tuple ``(step, loss)``
 counts its two numbers; an object of the script's classes counts its attributes' values,
-so a graph object of lists of feature lists counts its floats). It is an estimate: items
-shared with other containers or between items are counted again, deeper levels are not
-counted, and the allocator's own overhead is left out. A numpy
-array's :func:`sys.getsizeof` includes its data when it owns it; a tensor's does not (its
-storage is measured by the walk).
+so a graph object of lists of feature lists counts its floats); the items are read from
+the last one back until :data:`BUDGET` objects have been read, and their mean size is
+taken. It is an estimate: items shared with other containers are counted again (shared
+within the estimate, once), deeper levels are not counted, and the allocator's own
+overhead is left out. A numpy array's :func:`sys.getsizeof` includes its data when it
+owns it; a tensor's does not (its storage is measured by the walk).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import sys
 from collections import deque
 from typing import Any
 
-__all__ = ["estimated_bytes", "last_item_type", "SAMPLE"]
+__all__ = ["estimated_bytes", "last_item_type", "SAMPLE", "BUDGET"]
 
 #: items whose sizes are read per container (the last ones), and per item one level down
 SAMPLE = 16
 #: levels below a container's items whose sizes are read (sampled the same way): a list
 #: of objects whose attributes are lists of lists of floats is counted to its floats
 _DEPTH = 3
+#: objects whose sizes one estimate reads before it stops going deeper (its cost bound)
+BUDGET = 1024
 #: modules whose objects are not opened (their memory is measured elsewhere, or is not
 #: the script's): torch (tensor storage is measured by the walk), builtins, numpy
 _OPAQUE = frozenset({"builtins", "torch", "numpy", "torch.nn.parameter"})
@@ -51,14 +54,15 @@ def _item_bytes(item: Any, depth: int = 0, seen: set[int] | None = None) -> int:
             return 0
         seen.add(id(item))
     size = sys.getsizeof(item, 0)
+    deeper = depth < _DEPTH and (seen is None or len(seen) < BUDGET)
     if isinstance(item, _CONTAINERS) and len(item):
         inner = _last(item, SAMPLE)
         if inner:
-            sizes = [_item_bytes(x, depth + 1, seen) for x in inner] if depth < _DEPTH else [
+            sizes = [_item_bytes(x, depth + 1, seen) for x in inner] if deeper else [
                 sys.getsizeof(x, 0) for x in inner]
             count = 2 * len(item) if isinstance(item, dict) else len(item)
             size += int(sum(sizes) / len(sizes) * count)
-    elif depth < _DEPTH and type(item).__module__ not in _OPAQUE:
+    elif deeper and type(item).__module__ not in _OPAQUE:
         # an instance of a script's class: the values of its attributes (a graph object
         # of lists of features), as a container's items
         try:
@@ -87,9 +91,13 @@ def estimated_bytes(obj: Any) -> int | None:
         n = len(obj)
         total = sys.getsizeof(obj, 0)
         if n:
-            sample = _last(obj, SAMPLE)
             seen: set[int] = set()
-            per = sum(_item_bytes(x, 0, seen) for x in sample) / max(len(sample), 1)
+            sizes = []
+            for x in _last(obj, SAMPLE):  # the latest items, as deep as the budget allows
+                if sizes and len(seen) >= BUDGET:
+                    break
+                sizes.append(_item_bytes(x, 0, seen))
+            per = sum(sizes) / max(len(sizes), 1)
             total += int(per * (2 * n if isinstance(obj, dict) else n))
         return total
     except Exception:  # noqa: BLE001 - an odd container (a __len__ or __sizeof__ that raises)
