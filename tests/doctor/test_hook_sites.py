@@ -97,3 +97,31 @@ def test_writes_from_a_view_of_the_same_tensor_outside_no_grad(tmp_path):
         encoding="utf-8")
     found = [(s.line, s.target, s.function) for s in self_view_writes([str(script)])]
     assert found == [(3, "x", "nms"), (5, "y", "nms"), (12, "store", "<module>")]
+
+
+def test_the_statement_that_put_a_kept_key_into_a_handed_over_dict(tmp_path):
+    from torchmem.doctor.key_origin import key_origin
+    from torchmem.doctor.source import Statement
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "def metrics(out, prefix=''):\n"
+        "    m = {}\n"
+        "    m[f'{prefix}loss'] = out.mean()\n"      # 3: the kept key, written as an f-string
+        "    m[f'{prefix}acc'] = out.detach()\n"     # 4
+        "    return m\n"
+        "def step(out, keep):\n"
+        "    logs = metrics(out)\n"                 # 7
+        "    keep(logs)\n"                          # 8: the call that hands `logs` over
+        "    extra = {'loss': out, 'n': 1}\n"       # 9: a literal in the caller
+        "    keep(extra)\n", encoding="utf-8")      # 10
+    site = Statement(file=str(script), line=8, code="keep(logs)", kind="call",
+                     function="step", in_loop=False, value="logs")
+    found = key_origin(site, "store['train']['loss']", [str(script)])
+    assert (found.line, found.value, found.target) == (3, "out.mean()", "m")
+    literal = Statement(file=str(script), line=10, code="keep(extra)", kind="call",
+                        function="step", in_loop=False, value="extra")
+    assert key_origin(literal, "store['loss']", [str(script)]).line == 9
+    # no constant key, or a key no statement writes: nothing
+    assert key_origin(site, "store[3]", [str(script)]) is None
+    assert key_origin(site, "store['other']", [str(script)]) is None

@@ -46,6 +46,9 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     ("dict_keys_helper.py", "retained_graph", "history['probs']", 10),
     ("meter_helper.py", "retained_graph", "meters['loss'].total", 31),  # the call, not Meter.update
     ("recorder_alias.py", "retained_graph", None, 27),  # rec.add(...), not the alias's append
+    # a dict of metrics handed to a helper that keeps each entry: the entry the kept key's
+    # value came from, in the function that built the dict
+    ("metrics_dict_handed_over.py", "retained_graph", "self.logged['penalty']", 19),
     ("detached_cache.py", "growing_container", "memo", 14),
     ("hooks_each_step.py", "growing_container", "model[1]._forward_hooks", 9),
     # the same hooks on every sub-module: the top hook dict, at its own register call

@@ -58,6 +58,7 @@ from torchmem.doctor.path_trend import (
     significant_growth,
 )
 from torchmem.doctor.rebind_sources import filled_from
+from torchmem.doctor.key_origin import key_origin, last_key
 from torchmem.doctor.stale_hooks import kept_handles, stale_hook_list
 from torchmem.doctor.source import Statement, find_statements
 from torchmem.doctor.statement_rank import best_statement
@@ -271,7 +272,15 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             cause == "growing_container" and objects_only(stats.holds)))
         site, passed_through = (caller_statement(stmt, _files(stats)) or (None, [])) \
             if handed_over else (None, [])
-        shown = site or stmt
+        # a dict handed over: the line that put the kept key's value into it
+        origin = key_origin(site, path, _files(stats)) if site is not None else None
+        if origin is not None and origin.value is not None:  # the edit goes there too
+            path_fix = fix_edit.path_fix(
+                cause, path, origin, holds=("tensor",), culprit_type="Tensor",
+                has_graph=stats.grad_tensors > 0, scalar=scalar, is_tuple=False, hook=False,
+                owner_type=owner_type)
+            fix = path_fix.text
+        shown = origin or site or stmt
         # hooks left registered that keep appending: the list they append to, at its append
         stale = stale_hook_list([p for p in growing if paths[p].kind == "hook" and paths[p].root
                                  == stats.root], ev.snapshots, _files(stats)) if hooks else None
@@ -295,6 +304,10 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             extra_evidence += (f"`{stmt.code}` (line {stmt.line}, in `{stmt.function}`) keeps what "
                                f"it is handed: the values come from `{site.code}` (line "
                                f"{site.line}){via}",)
+        if origin is not None and site is not None:
+            extra_evidence += (f"`{origin.code}` (line {origin.line}, in `{origin.function}`) "
+                               f"puts the value kept under `{last_key(path)}` into "
+                               f"`{site.value}`: there it can be detached or reduced",)
         if stale is not None:
             extra_evidence += (f"`{stale[1].code}` (line {stale[1].line}, in `{stale[1].function}`) "
                                f"appends at every forward of a hook left registered in "
