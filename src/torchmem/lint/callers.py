@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from torchmem.lint.children import child_nodes
+from torchmem.lint.children import all_statements, child_nodes
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
@@ -68,6 +68,9 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
     def is_no_grad(expr: ast.expr) -> bool:
         func = expr.func if type(expr) is ast.Call else expr
         return qualname(func) in NO_GRAD_CONTEXTS
+
+    if not outside and not _no_grad_anywhere(tree, is_no_grad, qualname):
+        return frozenset()  # no call can be made with recording off: none is quiet
 
     # calls[key] = list of (caller key, under a no_grad block)
     calls: dict[_Key, list[tuple[_Key | None, bool]]] = {
@@ -140,6 +143,28 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
                 quiet.add(key)
                 changed = True
     return frozenset(id(d) for k in quiet if k not in decorated for d in defs[k])
+
+
+def _decorated_no_grad(node: ast.AST, qualname: Callable[[ast.AST], str | None]) -> bool:
+    return any(is_no_grad_decorator(qualname(d.func if type(d) is ast.Call else d) or key_of(
+        d.func if type(d) is ast.Call else d)) for d in node.decorator_list)  # type: ignore[attr-defined]
+
+
+def _no_grad_anywhere(tree: ast.Module, is_no_grad: Callable[[ast.expr], bool],
+                      qualname: Callable[[ast.AST], str | None]) -> bool:
+    """Whether some ``with`` statement of the file turns recording off or some function is
+    decorated so (read on the statements alone): without either, no function of the file is
+    only called with recording off, and the walk of every expression is skipped (most of
+    the files that mention ``no_grad`` do so in a decorator or a string)."""
+    for stmt in all_statements(tree):
+        t = type(stmt)
+        if t is ast.With or t is ast.AsyncWith:
+            if any(is_no_grad(i.context_expr) for i in stmt.items):  # type: ignore[attr-defined]
+                return True
+        elif t in _FUNC_TYPES and stmt.decorator_list and _decorated_no_grad(  # type: ignore[attr-defined]
+                stmt, qualname):
+            return True
+    return False
 
 
 def _callee_key(func: ast.expr, cls: str | None) -> _Key | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from torchmem.lint.children import walk
 from torchmem.lint.facts import FunctionFacts, LoopFacts, key_of, mode_flag, target_keys
 from torchmem.lint.knowledge import BACKWARD_CALLERS, OPTIMIZER_NAME, last_name
 
@@ -44,7 +45,7 @@ def _own_grad_update(target: ast.AST, value: ast.AST) -> bool:
     key = key_of(target)
     if key is None:
         return False
-    for sub in ast.walk(value):
+    for sub in walk(value):
         if type(sub) is ast.Attribute and sub.attr == "grad" and key_of(sub.value) == key:
             return True
     return False
