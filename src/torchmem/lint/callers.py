@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from torchmem.lint.children import all_statements, child_nodes
+from torchmem.lint.children import FIELDS, all_statements, child_nodes, fields
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
@@ -78,17 +78,20 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
     escaped: set[_Key] = set()
     decorated: set[_Key] = set()
 
-    # one walk, each node once; a stack of (node, caller, class name, under no_grad)
+    # one walk, each node once; a stack of (node, caller, class name, under no_grad); the
+    # names and constants among the children of a node are handled as they are met
     todo: list[tuple[ast.AST, _Key | None, str | None, bool]] = [(tree, None, None, False)]
     push = todo.append
+    Name, Constant, NoneType = ast.Name, ast.Constant, type(None)
+    fields_of = FIELDS.get
     while todo:
         node, caller, cls, no_grad = todo.pop()
         t = type(node)
-        if t is ast.Name:
+        if t is Name:
             if (None, node.id) in defs:  # type: ignore[attr-defined]
                 escaped.add((None, node.id))  # type: ignore[attr-defined]  # used as a value
             continue
-        if t is ast.Constant:
+        if t is Constant:
             continue
         if t in _FUNC_TYPES:
             key = ("self" if cls else None, node.name)  # type: ignore[attr-defined]
@@ -129,8 +132,15 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
             key = _callee_key(node, cls)  # type: ignore[arg-type]
             if key is not None and key in defs:
                 escaped.add(key)  # used as a value: called from places we cannot see
-        for child in child_nodes(node):
-            push((child, caller, cls, no_grad))
+        for field in fields_of(t) or fields(t):  # child_nodes(node), inline
+            value = getattr(node, field)
+            for child in value if value.__class__ is list else (value,):
+                c = child.__class__
+                if c is Name:
+                    if (None, child.id) in defs:
+                        escaped.add((None, child.id))  # used as a value
+                elif c is not Constant and c is not NoneType:
+                    push((child, caller, cls, no_grad))
 
     quiet: set[_Key] = set(decorated)
     changed = True

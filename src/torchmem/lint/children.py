@@ -54,6 +54,8 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 
 
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+#: node class -> the fields of :data:`_BODIES` it has
+_BODIES_OF: dict[type, tuple[str, ...]] = {}
 
 
 def all_statements(node: ast.AST) -> list[ast.AST]:
@@ -61,13 +63,20 @@ def all_statements(node: ast.AST) -> list[ast.AST]:
     (what ``ast.walk`` finds of them, without visiting a single expression)."""
     out: list[ast.AST] = []
     todo: list[ast.AST] = [node]
+    bodies_of = _BODIES_OF.get
+    stmt = ast.stmt
     while todo:
         sub = todo.pop()
-        for name in _BODIES:
+        cls = sub.__class__
+        names = bodies_of(cls)
+        if names is None:
+            names = _BODIES_OF[cls] = tuple(
+                n for n in _BODIES if n in getattr(cls, "_fields", ()))
+        for name in names:  # none for the simple statements
             block = getattr(sub, name, None)
             if block.__class__ is list:
                 for item in block:
-                    if isinstance(item, ast.stmt):
+                    if isinstance(item, stmt):
                         out.append(item)
                     todo.append(item)  # an except handler or a match case holds a body
     return out
