@@ -18,6 +18,10 @@ from torchmem.lint.knowledge import BACKWARD_CALLERS, OPTIMIZER_NAME, last_name
 
 __all__ = ["gather"]
 
+#: statements of newer Pythons (``except*`` 3.11, ``match`` 3.10), compared by identity
+_TRY_STAR = getattr(ast, "TryStar", None)
+_MATCH = getattr(ast, "Match", None)
+
 
 def _backward_roots(call: ast.Call, qualname: Callable[[ast.AST], str | None]
                     ) -> list[ast.expr] | None:
@@ -199,7 +203,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                         bind(key, item.context_expr)
                         facts.rebound.add(key)
             stmts(node.body)  # type: ignore[attr-defined]
-        elif t is ast.Try or t.__name__ == "TryStar":
+        elif t is ast.Try or t is _TRY_STAR:
             stmts(node.body)  # type: ignore[attr-defined]
             for handler in node.handlers:  # type: ignore[attr-defined]
                 stmts(handler.body)
@@ -219,7 +223,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
             # methods are their own scopes): its loops and bindings are facts of this one
             stmts([s for s in node.body  # type: ignore[attr-defined]
                    if type(s) is not ast.FunctionDef and type(s) is not ast.AsyncFunctionDef])
-        elif t.__name__ == "Match":
+        elif t is _MATCH:
             for case in node.cases:  # type: ignore[attr-defined]
                 stmts(case.body)
         elif t is ast.Delete:

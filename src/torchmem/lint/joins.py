@@ -36,6 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["join_branches", "join_loop"]
 
+#: ``except*`` (Python 3.11), compared by identity
+_TRY_STAR = getattr(ast, "TryStar", None)
+
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
            ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCRATCH = "joins.stores"
@@ -159,7 +162,7 @@ def _statement_bindings(body: list[ast.stmt]) -> dict[str, list[tuple[int, int]]
             block = getattr(sub, field, None)
             if block:
                 todo.extend(block)
-        if t is ast.Try or t is ast.Match or t.__name__ == "TryStar":
+        if t is ast.Try or t is ast.Match or t is _TRY_STAR:
             todo.extend(sub.handlers if t is not ast.Match else sub.cases)  # type: ignore[attr-defined]
     return found
 

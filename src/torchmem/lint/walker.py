@@ -32,6 +32,10 @@ from torchmem.lint.knowledge import (
 
 __all__ = ["Walker"]
 
+#: statements of newer Pythons (``except*`` 3.11, ``match`` 3.10), compared by identity
+_TRY_STAR = getattr(ast, "TryStar", None)
+_MATCH = getattr(ast, "Match", None)
+
 _FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
@@ -163,7 +167,7 @@ class Walker:
             self._branches(flags.branches(node, ctx))  # type: ignore[arg-type]
         elif cls is ast.With or cls is ast.AsyncWith:
             self._with(node)
-        elif cls is ast.Try or cls.__name__ == "TryStar":
+        elif cls is ast.Try or cls is _TRY_STAR:
             self._try(node)
         elif cls is ast.FunctionDef or cls is ast.AsyncFunctionDef:
             self.exprs(node.decorator_list)  # type: ignore[attr-defined]
@@ -182,7 +186,7 @@ class Walker:
                     flow.env.pop(key, None)
         elif cls is ast.Import or cls is ast.ImportFrom:
             ctx.add_import(node)
-        elif cls.__name__ == "Match":
+        elif cls is _MATCH:
             self.expr(node.subject)  # type: ignore[attr-defined]
             bodies = []
             for case in node.cases:  # type: ignore[attr-defined]
