@@ -30,7 +30,7 @@ import ast
 from collections.abc import Callable
 
 from torchmem.lint.callers import file_functions
-from torchmem.lint.children import child_nodes, walk
+from torchmem.lint.children import FIELDS, child_nodes, fields, walk
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
@@ -193,6 +193,8 @@ class _Scan:
 
     def exprs(self, nodes: list[ast.AST], returned: bool, targets: list[ast.expr]) -> None:
         todo = [(n, False) for n in nodes]
+        push = todo.append
+        defs, escaped = self.defs, self.escaped
         train = False
         while todo:
             node, deferred = todo.pop()
@@ -228,7 +230,15 @@ class _Scan:
                 key = self._callee(node)  # type: ignore[arg-type]
                 if key is not None:
                     self.escaped.add(key)  # used as a value: called from places we cannot see
-            todo.extend((c, deferred) for c in child_nodes(node))
+            for field in FIELDS.get(t) or fields(t):  # child_nodes(node), inline: the
+                value = getattr(node, field)  # names and constants handled as met
+                for child in value if value.__class__ is list else (value,):
+                    c = child.__class__
+                    if c is ast.Name:
+                        if (None, child.id) in defs:
+                            escaped.add((None, child.id))
+                    elif c is not ast.Constant and child is not None:
+                        push((child, deferred))
         if train:
             self.eval_on = False
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Iterator
 
 from torchmem.lint.children import FIELDS, child_nodes, fields, walk
 from torchmem.lint.knowledge import (
@@ -67,17 +66,25 @@ def mentions(node: ast.AST, key: str) -> bool:
     return False
 
 
-def target_keys(target: ast.AST) -> Iterator[str]:
+def target_keys(target: ast.AST) -> list[str]:
     """Keys bound by an assignment target (names, attribute chains, tuple elements)."""
+    if type(target) is ast.Name:  # most targets: no recursion
+        return [target.id]  # type: ignore[attr-defined]
+    out: list[str] = []
+    _target_keys(target, out)
+    return out
+
+
+def _target_keys(target: ast.AST, out: list[str]) -> None:
     if isinstance(target, (ast.Tuple, ast.List)):
         for elt in target.elts:
-            yield from target_keys(elt)
+            _target_keys(elt, out)
     elif isinstance(target, ast.Starred):
-        yield from target_keys(target.value)
+        _target_keys(target.value, out)
     else:
         key = key_of(target)
         if key is not None:
-            yield key
+            out.append(key)
 
 
 class LoopFacts:

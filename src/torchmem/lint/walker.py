@@ -65,6 +65,9 @@ class Walker:
         quiet_leaves = frozenset(c for c in (Name, Constant, type(None))
                                  if c not in self.nodes)
         Lambda, NamedExpr = ast.Lambda, ast.NamedExpr
+        Attribute, Call = ast.Attribute, ast.Call
+        #: a keyword argument no rule handles is not visited itself, only its value
+        quiet_keywords = ast.keyword not in self.nodes
 
         def expr(node: ast.AST) -> None:
             """Dispatch every expression node once, in source order."""
@@ -74,6 +77,25 @@ class Walker:
                 for h in handlers:
                     h(node, ctx)
             if cls is Name or cls is Constant:
+                return
+            # the commonest nodes with children, their fields read directly (same order)
+            if cls is Attribute:
+                value = node.value  # type: ignore[attr-defined]
+                if value.__class__ not in quiet_leaves:
+                    expr(value)
+                return
+            if cls is Call:
+                value = node.func  # type: ignore[attr-defined]
+                if value.__class__ not in quiet_leaves:
+                    expr(value)
+                for item in node.args:  # type: ignore[attr-defined]
+                    if item.__class__ not in quiet_leaves:
+                        expr(item)
+                for item in node.keywords:  # type: ignore[attr-defined]
+                    if not quiet_keywords:
+                        expr(item)
+                    elif item.value.__class__ not in quiet_leaves:
+                        expr(item.value)
                 return
             if cls is NamedExpr:
                 expr(node.value)  # type: ignore[attr-defined]
