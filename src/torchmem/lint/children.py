@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-__all__ = ["FIELDS", "all_statements", "child_nodes", "fields", "scope_nodes", "walk"]
+__all__ = ["FIELDS", "all_statements", "body_fields", "child_nodes", "fields", "scope_nodes",
+           "walk"]
 
 #: fields that never hold a node worth visiting (operators, contexts, plain values)
 _SKIP_FIELDS = frozenset({"ctx", "type_comment", "op", "ops", "attr", "id", "arg", "kind",
@@ -56,6 +57,16 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 #: node class -> the fields of :data:`_BODIES` it has
 _BODIES_OF: dict[type, tuple[str, ...]] = {}
+
+
+def body_fields(cls: type) -> tuple[str, ...]:
+    """The fields of node class ``cls`` that hold statements, except handlers or match
+    cases (``body``, ``orelse``, ``finalbody``, ``handlers``, ``cases``; none for a simple
+    statement or an expression)."""
+    names = _BODIES_OF.get(cls)
+    if names is None:
+        names = _BODIES_OF[cls] = tuple(n for n in _BODIES if n in getattr(cls, "_fields", ()))
+    return names
 
 
 def all_statements(node: ast.AST) -> list[ast.AST]:

@@ -56,6 +56,10 @@ def _own_grad_update(target: ast.AST, value: ast.AST) -> bool:
 
 
 _ACCUMULATE = frozenset({"append", "extend", "insert", "add", "appendleft", "update"})
+#: the methods :func:`gather` reads the receiver of (any other method call is looked at only
+#: as ``torch.autograd.grad``)
+_RECEIVER_ATTRS = _ACCUMULATE | {"step", "zero_grad", "zero_", "detach_", "eval", "train",
+                                 "requires_grad_"}
 
 
 def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> FunctionFacts:
@@ -93,6 +97,10 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 _grad(node)
             return
         attr = func.attr
+        if attr not in _RECEIVER_ATTRS:  # most calls: no receiver key built
+            if attr == "grad" and qualname(func) == "torch.autograd.grad":
+                _grad(node)
+            return
         recv = key_of(func.value)
         if attr == "step":
             name = last_name(recv) if recv else ""

@@ -120,14 +120,16 @@ class Walker:
         return expr, release
 
     def exprs(self, nodes: Iterable[ast.AST | None]) -> None:
+        expr = self.expr
         for node in nodes:
             if node is not None:
-                self.expr(node)
+                expr(node)
 
     # statements: in execution order, with the data flow
     def stmts(self, body: list[ast.stmt]) -> None:
+        stmt = self.stmt
         for node in body:
-            self.stmt(node)
+            stmt(node)
 
     def stmt(self, node: ast.stmt) -> None:
         ctx = self.ctx
