@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from torchmem.lint.children import FIELDS, all_statements, child_nodes, fields
+from torchmem.lint.children import FIELDS, all_statements, child_nodes, fields, walk
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
@@ -69,8 +69,8 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
         func = expr.func if type(expr) is ast.Call else expr
         return qualname(func) in NO_GRAD_CONTEXTS
 
-    if not outside and not _no_grad_anywhere(tree, is_no_grad, qualname):
-        return frozenset()  # no call can be made with recording off: none is quiet
+    if not outside and not _seeded(tree, defs, is_no_grad, qualname):
+        return frozenset()  # no call of them is made with recording off: none is quiet
 
     # calls[key] = list of (caller key, under a no_grad block)
     calls: dict[_Key, list[tuple[_Key | None, bool]]] = {
@@ -160,20 +160,33 @@ def _decorated_no_grad(node: ast.AST, qualname: Callable[[ast.AST], str | None])
         d.func if type(d) is ast.Call else d)) for d in node.decorator_list)  # type: ignore[attr-defined]
 
 
-def _no_grad_anywhere(tree: ast.Module, is_no_grad: Callable[[ast.expr], bool],
-                      qualname: Callable[[ast.AST], str | None]) -> bool:
-    """Whether some ``with`` statement of the file turns recording off or some function is
-    decorated so (read on the statements alone): without either, no function of the file is
-    only called with recording off, and the walk of every expression is skipped (most of
-    the files that mention ``no_grad`` do so in a decorator or a string)."""
+def _seeded(tree: ast.Module, defs: dict[_Key, list[ast.AST]],
+            is_no_grad: Callable[[ast.expr], bool],
+            qualname: Callable[[ast.AST], str | None]) -> bool:
+    """Whether a function of the file is called where recording is off: in the body of a
+    ``with`` statement that turns it off, or in a function whose key is decorated so (the
+    key ``("self", name)`` stands for every method of that name). Without such a call no
+    function of the file is only called with recording off, and the walk of every
+    expression below is skipped (most files that mention ``no_grad`` make none)."""
+    regions: list[ast.AST] = []
     for stmt in all_statements(tree):
         t = type(stmt)
-        if t is ast.With or t is ast.AsyncWith:
-            if any(is_no_grad(i.context_expr) for i in stmt.items):  # type: ignore[attr-defined]
-                return True
-        elif t in _FUNC_TYPES and stmt.decorator_list and _decorated_no_grad(  # type: ignore[attr-defined]
-                stmt, qualname):
-            return True
+        if (t is ast.With or t is ast.AsyncWith) and any(
+                is_no_grad(i.context_expr) for i in stmt.items):  # type: ignore[attr-defined]
+            regions.extend(stmt.body)  # type: ignore[attr-defined]
+    for nodes in defs.values():
+        if any(n.decorator_list and _decorated_no_grad(n, qualname) for n in nodes):  # type: ignore[attr-defined]
+            regions.extend(nodes)  # their decorators and defaults run in them too
+    Call, Name, Attribute = ast.Call, ast.Name, ast.Attribute
+    for region in regions:
+        for node in walk(region):
+            if type(node) is Call:
+                func = node.func  # type: ignore[attr-defined]
+                t = type(func)
+                if t is Name and (None, func.id) in defs or t is Attribute and \
+                        type(func.value) is Name and func.value.id == "self" and \
+                        ("self", func.attr) in defs:
+                    return True
     return False
 
 
