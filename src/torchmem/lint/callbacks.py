@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from torchmem.lint.children import all_statements
+from torchmem.lint.children import all_statements, walk
 from torchmem.lint.kinds import CONTAINER, GRAPH, TYPED
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +34,7 @@ def _returned(annotation: ast.expr) -> tuple[int, ...] | int | None:
     """Kinds of what a ``Callable[..., R]`` annotation (or a union of them) returns: one
     kind for a tensor, one per element for a ``tuple[...]``; ``None`` if no tensor."""
     found: tuple[int, ...] | int | None = None
-    for node in ast.walk(annotation):
+    for node in walk(annotation):
         if type(node) is not ast.Subscript or "Callable" not in ast.unparse(node.value):
             continue
         sl = node.slice
@@ -91,13 +91,13 @@ def class_tensor_callables(cls: ast.ClassDef, ctx: Context
 def callback_summary(call: ast.Call, flow: Flow) -> Summary | None:
     """A summary of ``self.attr(...)`` for such a callable, while the current method is
     walked as if given graphs (and autograd records)."""
-    from torchmem.lint.summaries import Summary
-
     ctx = flow.ctx
     func = call.func
     if not ctx.scratch.get(GIVEN_GRAPHS) or ctx.no_grad or type(func) is not ast.Attribute \
             or type(func.value) is not ast.Name or func.value.id != "self":
-        return None
+        return None  # nearly every call: nothing imported, nothing looked up
+    from torchmem.lint.summaries import Summary
+
     fn = ctx.fn
     summaries = ctx.summaries
     cls = summaries.classes.get(fn.class_name or "") if summaries is not None else None

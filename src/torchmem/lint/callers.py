@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from torchmem.lint.children import child_nodes
+from torchmem.lint.children import FIELDS, all_statements, child_nodes, fields, walk
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
@@ -69,23 +69,29 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
         func = expr.func if type(expr) is ast.Call else expr
         return qualname(func) in NO_GRAD_CONTEXTS
 
+    if not outside and not _seeded(tree, defs, is_no_grad, qualname):
+        return frozenset()  # no call of them is made with recording off: none is quiet
+
     # calls[key] = list of (caller key, under a no_grad block)
     calls: dict[_Key, list[tuple[_Key | None, bool]]] = {
         (None, name): [(None, True)] for name in outside if (None, name) in defs}
     escaped: set[_Key] = set()
     decorated: set[_Key] = set()
 
-    # one walk, each node once; a stack of (node, caller, class name, under no_grad)
+    # one walk, each node once; a stack of (node, caller, class name, under no_grad); the
+    # names and constants among the children of a node are handled as they are met
     todo: list[tuple[ast.AST, _Key | None, str | None, bool]] = [(tree, None, None, False)]
     push = todo.append
+    Name, Constant, NoneType = ast.Name, ast.Constant, type(None)
+    fields_of = FIELDS.get
     while todo:
         node, caller, cls, no_grad = todo.pop()
         t = type(node)
-        if t is ast.Name:
+        if t is Name:
             if (None, node.id) in defs:  # type: ignore[attr-defined]
                 escaped.add((None, node.id))  # type: ignore[attr-defined]  # used as a value
             continue
-        if t is ast.Constant:
+        if t is Constant:
             continue
         if t in _FUNC_TYPES:
             key = ("self" if cls else None, node.name)  # type: ignore[attr-defined]
@@ -126,8 +132,15 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
             key = _callee_key(node, cls)  # type: ignore[arg-type]
             if key is not None and key in defs:
                 escaped.add(key)  # used as a value: called from places we cannot see
-        for child in child_nodes(node):
-            push((child, caller, cls, no_grad))
+        for field in fields_of(t) or fields(t):  # child_nodes(node), inline
+            value = getattr(node, field)
+            for child in value if value.__class__ is list else (value,):
+                c = child.__class__
+                if c is Name:
+                    if (None, child.id) in defs:
+                        escaped.add((None, child.id))  # used as a value
+                elif c is not Constant and c is not NoneType:
+                    push((child, caller, cls, no_grad))
 
     quiet: set[_Key] = set(decorated)
     changed = True
@@ -140,6 +153,41 @@ def no_grad_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None
                 quiet.add(key)
                 changed = True
     return frozenset(id(d) for k in quiet if k not in decorated for d in defs[k])
+
+
+def _decorated_no_grad(node: ast.AST, qualname: Callable[[ast.AST], str | None]) -> bool:
+    return any(is_no_grad_decorator(qualname(d.func if type(d) is ast.Call else d) or key_of(
+        d.func if type(d) is ast.Call else d)) for d in node.decorator_list)  # type: ignore[attr-defined]
+
+
+def _seeded(tree: ast.Module, defs: dict[_Key, list[ast.AST]],
+            is_no_grad: Callable[[ast.expr], bool],
+            qualname: Callable[[ast.AST], str | None]) -> bool:
+    """Whether a function of the file is called where recording is off: in the body of a
+    ``with`` statement that turns it off, or in a function whose key is decorated so (the
+    key ``("self", name)`` stands for every method of that name). Without such a call no
+    function of the file is only called with recording off, and the walk of every
+    expression below is skipped (most files that mention ``no_grad`` make none)."""
+    regions: list[ast.AST] = []
+    for stmt in all_statements(tree):
+        t = type(stmt)
+        if (t is ast.With or t is ast.AsyncWith) and any(
+                is_no_grad(i.context_expr) for i in stmt.items):  # type: ignore[attr-defined]
+            regions.extend(stmt.body)  # type: ignore[attr-defined]
+    for nodes in defs.values():
+        if any(n.decorator_list and _decorated_no_grad(n, qualname) for n in nodes):  # type: ignore[attr-defined]
+            regions.extend(nodes)  # their decorators and defaults run in them too
+    Call, Name, Attribute = ast.Call, ast.Name, ast.Attribute
+    for region in regions:
+        for node in walk(region):
+            if type(node) is Call:
+                func = node.func  # type: ignore[attr-defined]
+                t = type(func)
+                if t is Name and (None, func.id) in defs or t is Attribute and \
+                        type(func.value) is Name and func.value.id == "self" and \
+                        ("self", func.attr) in defs:
+                    return True
+    return False
 
 
 def _callee_key(func: ast.expr, cls: str | None) -> _Key | None:

@@ -12,22 +12,29 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-__all__ = ["FIELDS", "all_statements", "child_nodes", "fields", "scope_nodes"]
+__all__ = ["FIELDS", "all_statements", "body_fields", "child_nodes", "fields", "scope_nodes",
+           "walk"]
 
 #: fields that never hold a node worth visiting (operators, contexts, plain values)
 _SKIP_FIELDS = frozenset({"ctx", "type_comment", "op", "ops", "attr", "id", "arg", "kind",
                           "conversion", "level", "is_async", "simple", "name", "names",
-                          "module", "asname"})
+                          "module", "asname", "rest", "kwd_attrs", "tag"})
 #: node class -> :func:`fields` of it, filled as classes are met (read it directly in hot
 #: loops: ``FIELDS.get(cls) or fields(cls)``)
 FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+#: classes whose ``value`` is a plain constant, not a node
+_CONSTANTS = (ast.Constant, getattr(ast, "MatchSingleton", ast.Constant))
+
+
 def fields(cls: type) -> tuple[str, ...]:
-    """The fields of node class ``cls`` that may hold expressions or statements."""
+    """The fields of node class ``cls`` that may hold expressions or statements: each holds
+    a node, ``None`` or a list of those (never a plain value)."""
     out = FIELDS.get(cls)
     if out is None:
-        out = tuple(f for f in cls._fields if f not in _SKIP_FIELDS)  # type: ignore[attr-defined]
+        out = () if cls in _CONSTANTS else tuple(
+            f for f in cls._fields if f not in _SKIP_FIELDS)  # type: ignore[attr-defined]
         FIELDS[cls] = out
     return out
 
@@ -48,6 +55,18 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 
 
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+#: node class -> the fields of :data:`_BODIES` it has
+_BODIES_OF: dict[type, tuple[str, ...]] = {}
+
+
+def body_fields(cls: type) -> tuple[str, ...]:
+    """The fields of node class ``cls`` that hold statements, except handlers or match
+    cases (``body``, ``orelse``, ``finalbody``, ``handlers``, ``cases``; none for a simple
+    statement or an expression)."""
+    names = _BODIES_OF.get(cls)
+    if names is None:
+        names = _BODIES_OF[cls] = tuple(n for n in _BODIES if n in getattr(cls, "_fields", ()))
+    return names
 
 
 def all_statements(node: ast.AST) -> list[ast.AST]:
@@ -55,13 +74,20 @@ def all_statements(node: ast.AST) -> list[ast.AST]:
     (what ``ast.walk`` finds of them, without visiting a single expression)."""
     out: list[ast.AST] = []
     todo: list[ast.AST] = [node]
+    bodies_of = _BODIES_OF.get
+    stmt = ast.stmt
     while todo:
         sub = todo.pop()
-        for name in _BODIES:
+        cls = sub.__class__
+        names = bodies_of(cls)
+        if names is None:
+            names = _BODIES_OF[cls] = tuple(
+                n for n in _BODIES if n in getattr(cls, "_fields", ()))
+        for name in names:  # none for the simple statements
             block = getattr(sub, name, None)
             if block.__class__ is list:
                 for item in block:
-                    if isinstance(item, ast.stmt):
+                    if isinstance(item, stmt):
                         out.append(item)
                     todo.append(item)  # an except handler or a match case holds a body
     return out
@@ -79,3 +105,36 @@ def scope_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         node = todo.pop()
         yield node
         todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
+
+
+#: fields that hold plain values (names, strings, flags, numbers), never a node
+_VALUE_FIELDS = frozenset({"type_comment", "attr", "id", "arg", "kind", "conversion", "level",
+                           "is_async", "simple", "name", "module", "asname", "rest",
+                           "kwd_attrs", "tag"})
+#: node class -> the fields :func:`walk` reads (every field that can hold a node)
+_WALK_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk``, faster: the same nodes in the same (breadth-first) order, contexts and
+    operators included, without its two nested generators per node and the import that
+    ``ast.walk`` runs at each call."""
+    AST = ast.AST
+    walk_fields = _WALK_FIELDS
+    todo = [node]
+    push = todo.append
+    for node in todo:  # the list grows while it is read: a queue, never shifted
+        cls = node.__class__
+        names = walk_fields.get(cls)
+        if names is None:
+            names = walk_fields[cls] = tuple(
+                f for f in cls._fields if f not in _VALUE_FIELDS)  # type: ignore[attr-defined]
+        for name in names:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        push(item)
+            elif isinstance(value, AST):
+                push(value)
+        yield node

@@ -25,6 +25,10 @@ SETUP_METHODS = frozenset({"__init__", "setup", "configure_model", "build", "_bu
                            "reset_parameters", "__post_init__"})
 
 
+#: statement class -> the fields of it that :func:`class_attrs` descends into
+_SETUP_BODIES: dict[type, tuple[str, ...]] = {}
+
+
 def class_attrs(ctx: Context, node: ast.ClassDef) -> dict[str, int]:
     """Kinds of ``self.<attr> = value`` assignments in the class's set-up methods."""
     attrs: dict[str, int] = {}
@@ -49,10 +53,15 @@ def class_attrs(ctx: Context, node: ast.ClassDef) -> dict[str, int]:
                     and len(call.args) >= 2 and isinstance(call.args[0], ast.Constant) \
                     and isinstance(call.args[0].value, str):
                 attrs[call.args[0].value] = 2 if f.attr == "register_parameter" else 4
-        for name in ("body", "orelse", "handlers", "finalbody"):
-            sub = getattr(item, name, None)
-            if sub:
-                stack.extend(s for s in sub if type(s) is not ast.ClassDef)
+        names = _SETUP_BODIES.get(type(item))
+        if names is None:
+            names = _SETUP_BODIES[type(item)] = tuple(
+                n for n in ("body", "orelse", "handlers", "finalbody")
+                if n in getattr(type(item), "_fields", ()))
+        for name in names:  # none for a simple statement
+            for s in getattr(item, name):
+                if type(s) is not ast.ClassDef:
+                    stack.append(s)
     ctx.fn, ctx.no_grad = saved_fn, saved_ng
     return attrs
 

@@ -40,7 +40,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.calls import call_kind, is_forward
-from torchmem.lint.facts import FunctionFacts, key_of
+from torchmem.lint.facts import FunctionFacts, key_of, target_keys
 from torchmem.lint.kinds import (
     ACT,
     BATCH,
@@ -345,16 +345,28 @@ class Flow:
                 return OPTIM
             if tail == "DataLoader":
                 return LOADER
-        if OPTIMIZER_NAME.match(name):
-            return OPTIM
-        if is_model_name(name):
-            return MODEL
-        if LOADER_NAME.search(name):
-            return LOADER
-        return 0
+        kind = _NAME_KINDS.get(name)
+        if kind is None:  # the same parameter names again and again: remembered
+            if len(_NAME_KINDS) >= 50_000:
+                _NAME_KINDS.clear()
+            kind = _NAME_KINDS[name] = _name_kind(name)
+        return kind
+
+
+#: parameter name -> :func:`_name_kind` (bounded: cleared when full)
+_NAME_KINDS: dict[str, int] = {}
+
+
+def _name_kind(name: str) -> int:
+    """Kind of a parameter with no telling annotation, from its name."""
+    if OPTIMIZER_NAME.match(name):
+        return OPTIM
+    if is_model_name(name):
+        return MODEL
+    if LOADER_NAME.search(name):
+        return LOADER
+    return 0
 
 
 def _keys(target: ast.AST) -> list[str]:
-    from torchmem.lint.facts import target_keys
-
-    return list(target_keys(target))
+    return target_keys(target)  # a new list each call

@@ -210,6 +210,19 @@ def _walk(top: str, config: LintConfig, stack: list[GitignoreRules], out: list[s
         stack.pop()
 
 
+def _real_file(path: str, real_dirs: dict[str, str]) -> str:
+    """``os.path.realpath(path)`` for a file :func:`_walk` found (no symlinked directory is
+    followed below the top): its directory's real path, resolved once per directory, joined
+    to its name, unless the file itself is a link."""
+    if os.path.islink(path):
+        return os.path.realpath(path)
+    head, tail = os.path.split(path)
+    real = real_dirs.get(head)
+    if real is None:
+        real = real_dirs[head] = os.path.realpath(head or ".")
+    return os.path.join(real, tail)
+
+
 def _git_check_ignore(files: list[str]) -> set[str]:
     """Return the members of ``files`` that git ignores (empty when git is unusable)."""
     git = shutil.which("git")
@@ -279,8 +292,9 @@ def discover(paths: Iterable[str], config: LintConfig | None = None
                 # a directory named on purpose is linted even if git ignores it
                 drop = _git_check_ignore(found)
                 found = [f for f in found if f not in drop]
+            real_dirs: dict[str, str] = {}
             for f in found:
-                key = os.path.realpath(f)
+                key = _real_file(f, real_dirs)
                 if key not in seen:
                     seen.add(key)
                     files.append(f)

@@ -30,7 +30,7 @@ import ast
 from collections.abc import Callable
 
 from torchmem.lint.callers import file_functions
-from torchmem.lint.children import child_nodes
+from torchmem.lint.children import FIELDS, child_nodes, fields, walk
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import NO_GRAD_CONTEXTS, is_no_grad_decorator
 
@@ -180,7 +180,7 @@ class _Scan:
             return
         before = self.eval_on
         if before and t in (ast.For, ast.AsyncFor, ast.While) and any(
-                _mode(n) == "train" for n in ast.walk(stmt)):
+                _mode(n) == "train" for n in walk(stmt)):
             before = False  # a later .train() in the body runs before the next iteration
         after = before
         saved_no_grad = self.no_grad
@@ -193,6 +193,8 @@ class _Scan:
 
     def exprs(self, nodes: list[ast.AST], returned: bool, targets: list[ast.expr]) -> None:
         todo = [(n, False) for n in nodes]
+        push = todo.append
+        defs, escaped = self.defs, self.escaped
         train = False
         while todo:
             node, deferred = todo.pop()
@@ -228,7 +230,15 @@ class _Scan:
                 key = self._callee(node)  # type: ignore[arg-type]
                 if key is not None:
                     self.escaped.add(key)  # used as a value: called from places we cannot see
-            todo.extend((c, deferred) for c in child_nodes(node))
+            for field in FIELDS.get(t) or fields(t):  # child_nodes(node), inline: the
+                value = getattr(node, field)  # names and constants handled as met
+                for child in value if value.__class__ is list else (value,):
+                    c = child.__class__
+                    if c is ast.Name:
+                        if (None, child.id) in defs:
+                            escaped.add((None, child.id))
+                    elif c is not ast.Constant and child is not None:
+                        push((child, deferred))
         if train:
             self.eval_on = False
 
@@ -271,10 +281,10 @@ def eval_functions(tree: ast.Module, qualname: Callable[[ast.AST], str | None]
         names = returned_names.get(site.caller)
         if names is None:
             names = returned_names[site.caller] = {
-                n.id for value in scan.returns[site.caller] for n in ast.walk(value)
+                n.id for value in scan.returns[site.caller] for n in walk(value)
                 if type(n) is ast.Name}
         return any(type(n) is ast.Name and n.id in names
-                   for tg in site.targets for n in ast.walk(tg))
+                   for tg in site.targets for n in walk(tg))
 
     def evaluation(site: _Site, found: set[_Key]) -> bool | None:
         """True for an evaluation call, None for a neutral one (under no_grad)."""

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Iterator
 
-from torchmem.lint.children import child_nodes
+from torchmem.lint.children import FIELDS, child_nodes, fields, walk
 from torchmem.lint.knowledge import (
     MOVE_METHODS,
     NO_GRAPH_METHODS,
@@ -34,6 +33,8 @@ from torchmem.lint.knowledge import (
 __all__ = ["LoopFacts", "FunctionFacts", "key_of", "mentions", "mode_flag", "target_keys"]
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+#: children :meth:`FunctionFacts.tensor_names` need not visit (no attribute below them)
+_LEAVES = frozenset({ast.Name, ast.Constant, type(None)})
 #: Python's builtins (``zip``, ``tuple``, ``sum``...): never a model, even when their
 #: result reaches ``backward()``
 _BUILTINS = frozenset(dir(builtins))
@@ -58,24 +59,32 @@ def key_of(node: ast.AST) -> str | None:
 
 def mentions(node: ast.AST, key: str) -> bool:
     """Whether expression ``node`` reads ``key`` (a name or attribute chain)."""
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if type(sub) is ast.Name or type(sub) is ast.Attribute:
             if key_of(sub) == key:
                 return True
     return False
 
 
-def target_keys(target: ast.AST) -> Iterator[str]:
+def target_keys(target: ast.AST) -> list[str]:
     """Keys bound by an assignment target (names, attribute chains, tuple elements)."""
+    if type(target) is ast.Name:  # most targets: no recursion
+        return [target.id]  # type: ignore[attr-defined]
+    out: list[str] = []
+    _target_keys(target, out)
+    return out
+
+
+def _target_keys(target: ast.AST, out: list[str]) -> None:
     if isinstance(target, (ast.Tuple, ast.List)):
         for elt in target.elts:
-            yield from target_keys(elt)
+            _target_keys(elt, out)
     elif isinstance(target, ast.Starred):
-        yield from target_keys(target.value)
+        _target_keys(target.value, out)
     else:
         key = key_of(target)
         if key is not None:
-            yield key
+            out.append(key)
 
 
 class LoopFacts:
@@ -194,14 +203,27 @@ class FunctionFacts:
         if self._tensor_names is None:
             names: set[str] = set()
             stack: list[ast.AST] = list(self.body)
+            pop, push = stack.pop, stack.append
+            Attribute, Name = ast.Attribute, ast.Name
+            fields_of = FIELDS.get
             while stack:
-                node = stack.pop()
-                if type(node) is ast.Attribute and node.attr in TENSOR_ONLY_METHODS and \
-                        type(node.value) is ast.Name:
-                    names.add(node.value.id)
-                elif isinstance(node, _FUNCS):
+                node = pop()
+                cls = node.__class__
+                if cls is Attribute:
+                    if node.attr in TENSOR_ONLY_METHODS and \
+                            node.value.__class__ is Name:  # type: ignore[attr-defined]
+                        names.add(node.value.id)  # type: ignore[attr-defined]
+                        continue  # nothing else below: the name itself
+                elif cls in _FUNCS:
                     continue
-                stack.extend(child_nodes(node))
+                for name in fields_of(cls) or fields(cls):  # as child_nodes(), inline
+                    value = getattr(node, name)
+                    if value.__class__ is list:
+                        for item in value:
+                            if item.__class__ not in _LEAVES:
+                                push(item)
+                    elif value.__class__ not in _LEAVES:
+                        push(value)
             self._tensor_names = names
         return self._tensor_names
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import body_fields, child_nodes
+
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
@@ -59,8 +61,8 @@ def _tested(node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> froze
             name = _flag_name(sub.test)  # type: ignore[attr-defined]
             if name in params:
                 tested.add(name)  # type: ignore[arg-type]
-        for block in ("body", "orelse", "finalbody", "handlers", "cases"):
-            todo.extend(getattr(sub, block, ()))
+        for block in body_fields(t):
+            todo.extend(getattr(sub, block))
     if tested:  # then every name the function's own scope binds
         todo = list(node.body)
         while todo and tested:
@@ -70,7 +72,7 @@ def _tested(node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> froze
                 tested.discard(sub.id)  # type: ignore[attr-defined]
             if t in _FUNCS or t is ast.ClassDef:
                 continue
-            todo.extend(ast.iter_child_nodes(sub))
+            todo.extend(child_nodes(sub))
     found = frozenset(tested)
     memo[id(node)] = found
     return found

@@ -12,10 +12,15 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from torchmem.lint.children import walk
 from torchmem.lint.facts import FunctionFacts, LoopFacts, key_of, mode_flag, target_keys
 from torchmem.lint.knowledge import BACKWARD_CALLERS, OPTIMIZER_NAME, last_name
 
 __all__ = ["gather"]
+
+#: statements of newer Pythons (``except*`` 3.11, ``match`` 3.10), compared by identity
+_TRY_STAR = getattr(ast, "TryStar", None)
+_MATCH = getattr(ast, "Match", None)
 
 
 def _backward_roots(call: ast.Call, qualname: Callable[[ast.AST], str | None]
@@ -44,13 +49,17 @@ def _own_grad_update(target: ast.AST, value: ast.AST) -> bool:
     key = key_of(target)
     if key is None:
         return False
-    for sub in ast.walk(value):
+    for sub in walk(value):
         if type(sub) is ast.Attribute and sub.attr == "grad" and key_of(sub.value) == key:
             return True
     return False
 
 
 _ACCUMULATE = frozenset({"append", "extend", "insert", "add", "appendleft", "update"})
+#: the methods :func:`gather` reads the receiver of (any other method call is looked at only
+#: as ``torch.autograd.grad``)
+_RECEIVER_ATTRS = _ACCUMULATE | {"step", "zero_grad", "zero_", "detach_", "eval", "train",
+                                 "requires_grad_"}
 
 
 def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> FunctionFacts:
@@ -88,6 +97,10 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                 _grad(node)
             return
         attr = func.attr
+        if attr not in _RECEIVER_ATTRS:  # most calls: no receiver key built
+            if attr == "grad" and qualname(func) == "torch.autograd.grad":
+                _grad(node)
+            return
         recv = key_of(func.value)
         if attr == "step":
             name = last_name(recv) if recv else ""
@@ -198,7 +211,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
                         bind(key, item.context_expr)
                         facts.rebound.add(key)
             stmts(node.body)  # type: ignore[attr-defined]
-        elif t is ast.Try or t.__name__ == "TryStar":
+        elif t is ast.Try or t is _TRY_STAR:
             stmts(node.body)  # type: ignore[attr-defined]
             for handler in node.handlers:  # type: ignore[attr-defined]
                 stmts(handler.body)
@@ -218,7 +231,7 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
             # methods are their own scopes): its loops and bindings are facts of this one
             stmts([s for s in node.body  # type: ignore[attr-defined]
                    if type(s) is not ast.FunctionDef and type(s) is not ast.AsyncFunctionDef])
-        elif t.__name__ == "Match":
+        elif t is _MATCH:
             for case in node.cases:  # type: ignore[attr-defined]
                 stmts(case.body)
         elif t is ast.Delete:

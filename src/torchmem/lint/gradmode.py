@@ -21,13 +21,21 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["effects", "requires_grad", "grad_delta"]
 
 
+#: the methods whose statement-level calls :func:`effects` follows
+_EFFECT_ATTRS = frozenset({"detach_", "requires_grad_", "eval", "enter_context",
+                           "set_grad_enabled"})
+
+
 def effects(ctx: Context, value: ast.expr) -> None:
     """Statement-level calls that change the flow: ``h.detach_()``, ``torch.set_grad_enabled``."""
     if type(value) is not ast.Call:
         return
     func = value.func
     if type(func) is ast.Attribute:
-        key = key_of(func.value)
+        attr = func.attr
+        if attr not in _EFFECT_ATTRS:  # most calls: no receiver key built, no qualified name
+            return
+        key = key_of(func.value) if attr != "enter_context" else None
         if func.attr == "detach_" and key:
             ctx.fn.flow.env[key] = (ctx.fn.flow.env.get(key, 0) & TYPE) | 4
         elif func.attr == "requires_grad_" and key:

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from torchmem.lint.children import all_statements
+from torchmem.lint.children import all_statements, walk
 from torchmem.lint.containers import subscript_class
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +58,7 @@ def attribute_classes(cls: ast.ClassDef, local: Mapping[str, ast.ClassDef],
             else:
                 continue
             for target in targets:
-                for sub in ast.walk(target):
+                for sub in walk(target):
                     if type(sub) is ast.Attribute and type(sub.value) is ast.Name and \
                             sub.value.id == "self":
                         made = _constructed(value, local, imports) if sub is target else None

@@ -36,6 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["join_branches", "join_loop"]
 
+#: ``except*`` (Python 3.11), compared by identity
+_TRY_STAR = getattr(ast, "TryStar", None)
+
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
            ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCRATCH = "joins.stores"
@@ -67,9 +70,15 @@ def _index(ctx: Context) -> dict[str, list[tuple[int, int]]]:
     found = memo.get(id(node))
     if found is not None:
         return found
+    body = getattr(node, "body", [])
+    if ":=" not in ctx.source:  # no assignment expression: the bindings are statements'
+        found = _statement_bindings(body)
+        if found is not None:
+            memo[id(node)] = found
+            return found
     found = {}
     how: dict[int, int] = {}
-    todo: list[ast.AST] = list(getattr(node, "body", []))
+    todo: list[ast.AST] = list(body)
     while todo:
         sub = todo.pop()
         t = type(sub)
@@ -86,6 +95,75 @@ def _index(ctx: Context) -> dict[str, list[tuple[int, int]]]:
             continue
         todo.extend(child_nodes(sub))
     memo[id(node)] = found
+    return found
+
+
+#: statements that bind no name, or bind one that is no ``ast.Name`` (an import alias, an
+#: ``except ... as`` name), or hold the bodies :func:`_statement_bindings` walks
+_NO_TARGETS = frozenset({ast.Expr, ast.Return, ast.If, ast.While, ast.Try, ast.Raise,
+                         ast.Assert, ast.Delete, ast.Pass, ast.Break, ast.Continue,
+                         ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Match,
+                         getattr(ast, "TryStar", ast.Try)})
+_BODIES = ("body", "orelse", "finalbody")
+
+
+def _target_names(target: ast.AST, out: list[ast.Name]) -> None:
+    """The names a target binds (``a``, ``a, (b, *c)``; not ``a.x`` or ``a[i]``)."""
+    t = type(target)
+    if t is ast.Name:
+        out.append(target)  # type: ignore[arg-type]
+    elif t is ast.Tuple or t is ast.List:
+        for elt in target.elts:  # type: ignore[attr-defined]
+            _target_names(elt, out)
+    elif t is ast.Starred:
+        _target_names(target.value, out)  # type: ignore[attr-defined]
+
+
+def _statement_bindings(body: list[ast.stmt]) -> dict[str, list[tuple[int, int]]] | None:
+    """What :func:`_index` finds, read off the statements and their targets alone (valid
+    when the code has no assignment expression, the one way an expression binds a name
+    outside a comprehension); ``None`` for a statement it does not know."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    todo: list[ast.AST] = list(body)
+    while todo:
+        sub = todo.pop()
+        t = type(sub)
+        names: list[ast.Name] = []
+        how = _PLAIN
+        if t is ast.Assign:
+            targets = sub.targets  # type: ignore[attr-defined]
+            if len(targets) == 1 and type(targets[0]) is ast.Name and _constant(
+                    sub.value):  # type: ignore[attr-defined]
+                how = _CONST
+            for target in targets:
+                _target_names(target, names)
+        elif t is ast.AugAssign:
+            if type(sub.target) is ast.Name and isinstance(sub.op, _FOLD_OPS):  # type: ignore[attr-defined]
+                how = _FOLD
+            _target_names(sub.target, names)  # type: ignore[attr-defined]
+        elif t is ast.AnnAssign:
+            _target_names(sub.target, names)  # type: ignore[attr-defined]
+        elif t is ast.For or t is ast.AsyncFor:
+            _target_names(sub.target, names)  # type: ignore[attr-defined]
+        elif t is ast.With or t is ast.AsyncWith:
+            for item in sub.items:  # type: ignore[attr-defined]
+                if item.optional_vars is not None:
+                    _target_names(item.optional_vars, names)
+        elif t in _SCOPES:
+            continue
+        elif t is ast.ExceptHandler or t is ast.match_case:
+            todo.extend(sub.body)  # type: ignore[attr-defined]
+            continue
+        elif t not in _NO_TARGETS:
+            return None  # a statement of a newer Python (``type X = ...``): walk it all
+        for name in names:
+            found.setdefault(name.id, []).append((name.lineno, how))
+        for field in _BODIES:
+            block = getattr(sub, field, None)
+            if block:
+                todo.extend(block)
+        if t is ast.Try or t is ast.Match or t is _TRY_STAR:
+            todo.extend(sub.handlers if t is not ast.Match else sub.cases)  # type: ignore[attr-defined]
     return found
 
 

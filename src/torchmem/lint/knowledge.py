@@ -159,10 +159,19 @@ def is_model_name(name: str) -> bool:
     A capitalised name is a class (``lib.Model``, ``keras.Model``): calling it constructs an
     object of unknown type, it does not run a forward pass.
     """
-    if is_constructor_name(name):
-        return False
-    low = name.lower()
-    return bool(MODEL_NAME.match(low)) and not VERB_PREFIX.match(low)
+    known = _MODEL_NAMES.get(name)
+    if known is None:  # asked about the same few names again and again: remembered
+        if len(_MODEL_NAMES) >= _MODEL_NAMES_MAX:
+            _MODEL_NAMES.clear()
+        low = name.lower()
+        known = _MODEL_NAMES[name] = not is_constructor_name(name) and bool(
+            MODEL_NAME.match(low)) and not VERB_PREFIX.match(low)
+    return known
+
+
+#: name -> :func:`is_model_name` (bounded: cleared when full)
+_MODEL_NAMES: dict[str, bool] = {}
+_MODEL_NAMES_MAX = 50_000
 
 
 def is_constructor_name(name: str) -> bool:

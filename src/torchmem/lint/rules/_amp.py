@@ -18,6 +18,7 @@ import ast
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
+from torchmem.lint.children import walk
 from torchmem.lint.facts import key_of, target_keys
 from torchmem.lint.knowledge import BACKWARD_CALLERS, last_name
 
@@ -80,7 +81,7 @@ def scalers(ctx: Context) -> Scalers:
     # a scaler is built by a call, or annotated, with a name ending in "GradScaler": a file
     # whose text never says it has none (most files: no walk)
     tree = ctx.tree if "GradScaler" in ctx.source else None
-    for node in ast.walk(tree) if tree is not None else ():
+    for node in walk(tree) if tree is not None else ():
         t = type(node)
         if t is ast.Assign or t is ast.AnnAssign:
             value = node.value  # type: ignore[attr-defined]
@@ -179,7 +180,7 @@ def guarded(call: ast.Call, key: str, ctx: Context) -> bool:
             continue
         if type(node) is ast.If and node.lineno < line <= (node.end_lineno or 0) and any(
                 isinstance(sub, (ast.Name, ast.Attribute)) and last_name(key_of(sub) or "") == name
-                for sub in ast.walk(node.test)):  # type: ignore[attr-defined]
+                for sub in walk(node.test)):  # type: ignore[attr-defined]
             return True
         if isinstance(node, ast.stmt):
             stack.extend(ast.iter_child_nodes(node))
@@ -229,7 +230,7 @@ def done_here(ctx: Context, key: str, method: str, region: ast.AST | None = None
     if names is None:
         lines = ctx.lines()
         found = set()
-        for node in ast.walk(ctx.tree) if ctx.tree is not None else ():
+        for node in walk(ctx.tree) if ctx.tree is not None else ():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno \
                     and call.search("\n".join(lines[node.lineno - 1:node.end_lineno])):
                 found.add(node.name)

@@ -26,6 +26,7 @@ import re
 from typing import TYPE_CHECKING
 
 from torchmem.lint.callers import mentions_no_grad
+from torchmem.lint.children import walk as walk_nodes
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import (
     NO_GRAD_CONTEXTS,
@@ -186,7 +187,7 @@ def _no_grad_callees(ctx: Context) -> set[tuple[str | None, str]]:
     def name(expr: ast.expr) -> str | None:
         return ctx.qualname(expr.func if type(expr) is ast.Call else expr)  # type: ignore[attr-defined]
 
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         if type(node) in (ast.With, ast.AsyncWith):
             quiet: list[ast.AST] = node.body if any(  # type: ignore[attr-defined]
                 name(i.context_expr) in NO_GRAD_CONTEXTS for i in node.items) else []  # type: ignore[attr-defined]
@@ -195,7 +196,7 @@ def _no_grad_callees(ctx: Context) -> set[tuple[str | None, str]]:
                                      for d in node.decorator_list) else []
         else:
             continue
-        for sub in (n for stmt in quiet for n in ast.walk(stmt)):
+        for sub in (n for stmt in quiet for n in walk_nodes(stmt)):
             if type(sub) is ast.Call:
                 func = sub.func
                 if type(func) is ast.Name:

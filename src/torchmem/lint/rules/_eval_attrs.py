@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import walk
 from torchmem.lint.knowledge import is_model_name
 from torchmem.lint.rules._base_hooks import base_hook
 
@@ -56,12 +57,12 @@ def _eval_only(cls: ast.ClassDef) -> frozenset[str]:
         return frozenset()
     methods = {s.name: s for s in cls.body if isinstance(s, _FUNCS)}
     setup = [init]  # __init__ and the methods it calls on self (self._load_model(path))
-    for node in ast.walk(init):
+    for node in walk(init):
         if type(node) is ast.Call and _self_attr(node.func) in methods and \
                 _self_attr(node.func) != "__init__":
             setup.append(methods[_self_attr(node.func)])  # type: ignore[index]
     evaluated: set[str] = set()
-    for node in (n for fn in setup for n in ast.walk(fn)):
+    for node in (n for fn in setup for n in walk(fn)):
         receiver = _mode_call(node, "eval")
         if receiver is not None and _self_attr(receiver):
             evaluated.add(_self_attr(receiver))  # type: ignore[arg-type]
@@ -70,7 +71,7 @@ def _eval_only(cls: ast.ClassDef) -> frozenset[str]:
             evaluated.add(_self_attr(node.targets[0]))  # type: ignore[arg-type]
     if not evaluated:
         return frozenset()
-    for node in ast.walk(cls):
+    for node in walk(cls):
         receiver = _mode_call(node, "train")
         if receiver is not None:
             evaluated.discard(_self_attr(receiver) or "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import walk
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import EVAL_FUNCTION, is_model_name, last_name
 
@@ -54,7 +55,7 @@ def has_weights(call: ast.Call, fn: ast.AST, methods: bool = False) -> bool:
         return False
     if is_model_name(last_name(key)):
         return True
-    for sub in ast.walk(fn):
+    for sub in walk(fn):
         if type(sub) is ast.Call and type(sub.func) is ast.Attribute and \
                 sub.func.attr == "load_state_dict" and key_of(sub.func.value) == key:
             return True
@@ -118,11 +119,11 @@ def forwarding_closure(call: ast.Call, ctx: Context) -> str | None:
     found = memo.get(id(ctx.fn.node))
     if found is None:  # once per function: the nested functions that run forward passes
         found = memo[id(ctx.fn.node)] = {
-            stmt.name for stmt in ast.walk(ctx.fn.node)
+            stmt.name for stmt in walk(ctx.fn.node)
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
             and stmt is not ctx.fn.node
             and any(type(sub) is ast.Call and ctx.flow.is_forward(sub, strict=True)
-                    for sub in ast.walk(stmt))}
+                    for sub in walk(stmt))}
     return next((n for n in names if n in found), None)
 
 
