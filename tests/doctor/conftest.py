@@ -28,14 +28,19 @@ class DoctorRun:
         are given). The doctor must exit 0; with ``compare_stdout`` the script also runs
         alone and its own output must come through the doctor unchanged."""
         self.script.write_text(textwrap.dedent(source), encoding="utf-8")
+        return self.run_file(self.script, *args, compare_stdout=compare_stdout)
+
+    def run_file(self, script: Path, *args: str, compare_stdout: bool = False
+                 ) -> tuple[dict, subprocess.CompletedProcess[str]]:
+        """:meth:`run` on an existing script file (``scripts_unit/...``)."""
         capture = self.tmp_path / "capture.json"
         done = subprocess.run(
             [sys.executable, "-m", "torchmem", "doctor", *(args or ("--no-verify",)),
-             "--json", str(capture), str(self.script)],
+             "--json", str(capture), str(script)],
             capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr
         if compare_stdout:
-            plain = subprocess.run([sys.executable, str(self.script)], capture_output=True,
+            plain = subprocess.run([sys.executable, str(script)], capture_output=True,
                                    text=True, timeout=600, check=True)
             assert done.stdout == plain.stdout  # the script's own output, untouched
         return json.loads(capture.read_text(encoding="utf-8")), done

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,13 +44,8 @@ def test_other_findings_and_cuda_runs_are_left_alone():
     assert with_costly_cycles([small], steps, {"cpu": 100 * MiB})[0] == [small]
 
 
-def test_a_small_per_step_cycle_is_reported_as_a_note(tmp_path):
+def test_a_small_per_step_cycle_is_reported_as_a_note(doctor):
     # fresh process: the collections the doctor inspects are the script's own
-    capture = tmp_path / "capture.json"
-    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
-                           "--json", str(capture), str(SCRIPTS / "healthy_small_cycle.py")],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(capture.read_text())
+    data, _ = doctor.run_file(SCRIPTS / "healthy_small_cycle.py")
     assert not [f for f in data["findings"] if f["cause"] == "reference_cycle"]
     assert any(n.startswith("reference cycles held ") for n in data["notes"]), data["notes"]

@@ -138,19 +138,12 @@ def test_a_cache_keyed_by_input_is_a_memo_store_and_a_list_of_outputs_is_not(tmp
     assert not memo_store(append) and not memo_store(None)
 
 
-def test_an_inference_script_whose_cache_grows_with_its_inputs_is_named(tmp_path):
+def test_an_inference_script_whose_cache_grows_with_its_inputs_is_named(doctor):
     # a script that only runs a model: outputs it collects are by design, a cache keyed by
     # input that never sees the same input twice is not (a fresh process: heap verdict)
-    import json
-    import subprocess
     from pathlib import Path
 
-    script = Path(__file__).parent / "scripts_unit" / "memo_cache_inference.py"
-    capture = tmp_path / "capture.json"
-    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
-                           "--json", str(capture), str(script)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    (top, *_) = json.loads(capture.read_text())["findings"]
+    data, _ = doctor.run_file(Path(__file__).parent / "scripts_unit" / "memo_cache_inference.py")
+    (top, *_) = data["findings"]
     assert (top["cause"], top["culprit"]["name"], top["culprit"]["line"]) == \
         ("growing_container", "CACHE", 17)

@@ -310,19 +310,11 @@ def test_garbage_inspection_stops_at_nodes_a_backward_freed(monkeypatch):
     assert reads, "the live graph was walked"
 
 
-def test_numpy_outputs_an_inference_script_collects_are_a_note(tmp_path):
+def test_numpy_outputs_an_inference_script_collects_are_a_note(doctor):
     # memory grows with the predictions the script is run to produce: no finding, and the
-    # report says what it saw (the arrays share the outputs' memory: `t.numpy()`)
-    import json
-    import subprocess
-    import sys
-
-    capture = tmp_path / "capture.json"
-    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
-                           "--json", str(capture), str(SCRIPTS / "healthy_numpy_predictions.py")],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(capture.read_text())
+    # report says what it saw (the arrays share the outputs' memory: `t.numpy()`); the
+    # `doctor` fixture runs the CLI in a fresh process (the heap verdict is the script's)
+    data, _ = doctor.run_file(SCRIPTS / "healthy_numpy_predictions.py")
     assert data["findings"] == []
     assert any(n.startswith("`predictions` collects numpy arrays of the outputs")
                for n in data["notes"]), data["notes"]

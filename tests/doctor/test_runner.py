@@ -407,25 +407,16 @@ def test_a_long_run_holds_a_bounded_number_of_step_records(tmp_path):
     assert any("kept" in note and "6000" in note for note in result.notes)
 
 
-def test_a_long_runs_notes_count_steps_not_step_records(tmp_path):
+def test_a_long_runs_notes_count_steps_not_step_records(doctor):
     # the step records are thinned past CAPACITY; the census note, the final analysis and
     # the censuses of evaluation passes count the run's steps
-    import json
-    import subprocess
-    import sys
-
-    path = write(tmp_path, """
+    data, _ = doctor.run("""
         import torch
         w = torch.zeros(2, requires_grad=True)
         opt = torch.optim.SGD([w], lr=0.0)
         for i in range(6000):
             opt.step()
         """)
-    capture = tmp_path / "capture.json"
-    proc = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--quiet", "--no-verify",
-                           "--json", str(capture), str(path)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    notes = json.loads(capture.read_text())["notes"]
+    notes = data["notes"]
     census = [n for n in notes if "census at step" in n]
     assert census and all(n.endswith(" of 6000") for n in census), notes
