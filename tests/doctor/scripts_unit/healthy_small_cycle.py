@@ -13,13 +13,13 @@ def main():
     model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
                           nn.Linear(4096, 8))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    for step in range(32):
-        x = torch.randn(256, 1024)
+    for step in range(24):
+        x = torch.randn(512, 1024)  # 8 MiB activations per layer: the steps' memory
         loss = model(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-        log = StepLog(torch.full((64, 64), loss.item()))  # 16 KiB per step, freed by gc
+        log = StepLog(torch.full((128, 128), loss.item()))  # 64 KiB per step, freed by gc
         if step % 8 == 7:
             log.show()
 
