@@ -369,7 +369,7 @@ def test_forwards_that_were_a_training_step_give_back_the_evaluation_peak_before
 
     from torchmem.doctor.steps import UserFrames
 
-    run = SimpleNamespace(steps=[], main_globals={}, frames=UserFrames())
+    run = SimpleNamespace(steps=[], step_count=0, main_globals={}, frames=UserFrames())
     census = PeakCensus(budget=0.0, rise=0.0)  # a census at each new high of 64 KiB
     base = 100 * MiB
 

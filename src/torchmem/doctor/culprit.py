@@ -44,6 +44,7 @@ from torchmem.doctor.roots import (
     _user_modules,
     frame_chain,
     owned_storages,
+    owning_objects,
     read_locals,
 )
 from torchmem.doctor.unreached import LeafNames, measure_unreached, named_modules
@@ -126,19 +127,10 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
                     and not (getattr(getattr(v, "__self__", None), "__module__", "") or "").startswith("torchmem")}
             if mine:
                 hook_roots.append((f"torch.nn.modules.module.{attr}", mine))
-    # owned memory first: modules and optimizers reachable from the namespaces' top level
+    # owned memory first: modules and optimizers of the namespaces (top level, one
+    # attribute deep, a function's closure)
     tops = [v for items, *_ in namespaces for _, v in items]
-    w.owned = owned_storages(v for v in tops if isinstance(v, (torch.nn.Module, torch.optim.Optimizer)))
-    for items, _, _, _ in namespaces:
-        for _, v in items:
-            if not isinstance(v, (torch.nn.Module, torch.optim.Optimizer)) and hasattr(v, "__dict__"):
-                try:
-                    inner = [a for a in vars(v).values()
-                             if isinstance(a, (torch.nn.Module, torch.optim.Optimizer))]
-                except TypeError:
-                    inner = []
-                if inner:
-                    w.owned.update(owned_storages(inner))
+    w.owned = owned_storages(owning_objects(tops))
     w.snap.owned_bytes = sum(w.owned.values())
     modules = named_modules(namespaces)
     try:

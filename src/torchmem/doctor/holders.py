@@ -27,6 +27,7 @@ from torchmem.doctor.roots import (
     _user_modules,
     frame_chain,
     owned_storages,
+    owning_objects,
 )
 from torchmem.doctor.walker import _fast_key, _Walker
 
@@ -55,6 +56,9 @@ class _HolderWalker(_Walker):
         self.found: dict[int, str] = {}
         self.current: str | None = None
         self.storages = _Watch(self)
+
+    def _optimizer_state(self, opt: torch.optim.Optimizer, tracked: list[Any]) -> None:
+        """Not walked: the census names optimizer state by its role (``exp_avg of ...``)."""
 
     def _tensor(self, t: torch.Tensor, tracked: list[Any]) -> None:
         path = tracked[-1].path if tracked else None
@@ -100,8 +104,7 @@ def holder_paths(keys: Iterable[int], frame: types.FrameType | None,
                 w.classes.note_all(vars(mod), f"{name}.")
                 namespaces.append(([(f"{name}.{k}", v) for k, v in _root_items(vars(mod))],
                                    "global", "<module>", str(getattr(mod, "__file__", ""))))
-        tops = [v for items, *_ in namespaces for _, v in items
-                if isinstance(v, (torch.nn.Module, torch.optim.Optimizer))]
+        tops = owning_objects(v for items, *_ in namespaces for _, v in items)
         w.owned = owned_storages(tops)
         tops.clear()
         for items, kind, function, file in namespaces:

@@ -141,11 +141,14 @@ class PassEvidence:
                     continue  # graphs are built with grad enabled only
                 present = [s.paths[path] for s in snaps if path in s.paths]
                 at = [s.step for s in snaps if path in s.paths]
-                if len(present) > 1 and at[-1] in self.ends and (
+                if len(present) > 2 and at[-1] in self.ends and (
                         present[-1].graph_nodes < present[-2].graph_nodes
-                        or present[-1].grad_tensors < present[-2].grad_tensors):
-                    # let go as the pass ended (a callback emptied at the epoch's end):
-                    # what it held at the pass's forwards is what is judged
+                        or present[-1].grad_tensors < present[-2].grad_tensors) \
+                        and (present[-2].items or 0) > (present[0].items or 0):
+                    # a container that filled during the pass and was let go as it ended
+                    # (a callback emptied at the next epoch's start): what it held at the
+                    # pass's forwards is what is judged (a tensor rebound by the next
+                    # training step is not such a container)
                     present, at = present[:-1], at[:-1]
                 if len(present) < 3:
                     continue  # one graph replaced by the next is no accumulation

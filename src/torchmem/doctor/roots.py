@@ -49,6 +49,37 @@ def _user_modules(is_user: Callable[[str], bool]) -> list[str]:
     return _user_modules_cache[2]
 
 
+_OWNERS = (torch.nn.Module, torch.optim.Optimizer)
+
+
+def owning_objects(values: Iterable[Any]) -> list[Any]:
+    """The modules and optimizers whose memory the script owns: those among ``values``
+    (the names of its frames and modules), among their attributes one level deep
+    (``trainer.optimizer``), and in the closure cells of functions among them (the model
+    and optimizer a step function trains). An optimizer kept deeper (in a dict of models,
+    a list of trials) is not one of them: what it holds counts for the path that keeps
+    it."""
+    out = []
+    for v in values:
+        if isinstance(v, _OWNERS):
+            out.append(v)
+            continue
+        inner: list[Any] = []
+        if isinstance(v, types.FunctionType):
+            for cell in v.__closure__ or ():
+                try:
+                    inner.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    continue
+        elif hasattr(v, "__dict__"):
+            try:
+                inner = list(vars(v).values())
+            except TypeError:
+                inner = []
+        out.extend(a for a in inner if isinstance(a, _OWNERS))
+    return out
+
+
 def owned_storages(objs: Iterable[Any]) -> dict[int, int]:
     """Storage keys -> bytes of what modules and optimizers among ``objs`` own."""
     owned: dict[int, int] = {}
