@@ -59,6 +59,7 @@ from torchmem.doctor.path_trend import (
 )
 from torchmem.doctor.rebind_sources import filled_from
 from torchmem.doctor.key_origin import key_origin, last_key
+from torchmem.doctor.object_growth import collected_outputs
 from torchmem.doctor.stale_hooks import kept_handles, stale_hook_list
 from torchmem.doctor.source import Statement, find_statements
 from torchmem.doctor.statement_rank import best_statement
@@ -85,27 +86,6 @@ def _statement(stats: PathStats, want: str, end: str | None = None,
                                    hook_names=stats.hook_names, hook_methods=stats.hook_methods), end)
     return best_statement(found, want, function=stats.function, exact=stats.path,
                           brings_graph=want == "chain" and stats.passes > 0, near=near)
-
-
-def _collected_outputs(cause: str, stats: PathStats, stmt: Statement | None,
-                       ev: Evidence) -> bool:
-    """Numpy arrays of the outputs that a script which only runs a model collects in its
-    own code (``result.append(output.cpu().numpy())``): what it is asked to produce, as
-    for arrays that own their data (:mod:`torchmem.doctor.object_growth`). Appended by a
-    function registered as a hook, they are a side effect of every forward, and stay a
-    finding."""
-    if cause != "growing_container" or not 0 < stats.storage_bytes <= 2 * stats.array_bytes \
-            or ev.backward_steps >= 0.5 * ev.steps:
-        return False
-    hooks = {n for snap in ev.snapshots[-1:] for st in snap.paths.values()
-             if st.kind == "hook" for n in st.hook_names}
-    if stmt is not None and stmt.function in hooks:
-        return False
-    ev.notes.append(f"`{stats.path}` collects numpy arrays of the outputs "
-                    f"({format_bytes(stats.array_bytes)} of tensor memory they share at the "
-                    "last snapshot): a script that only runs a model is taken to collect its "
-                    "outputs on purpose; not reported as a finding")
-    return True
 
 
 def _kind(stats: PathStats) -> str:
@@ -241,7 +221,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \
                 and stats.chain_numel != 1 and owner is None:
             cause = "hidden_state_chain"
-        if _collected_outputs(cause, stats, stmt, ev):
+        if collected_outputs(cause, stats, stmt, ev):
             continue
         rebound = stmt if want == "container" and stmt is not None and owner is None else None
         filled = filled_from(rebound, _files(stats)) if rebound is not None else None

@@ -26,17 +26,24 @@ from typing import Any, Mapping, Sequence
 from torchmem.model.capture import Finding
 from torchmem.units import format_bytes
 
-__all__ = ["with_costly_cycles", "MIN_SHARE"]
+__all__ = ["with_costly_cycles", "costly_cycles", "MIN_SHARE"]
 
 #: the least share of the steps' memory (peak less the lowest step reading) that the
 #: tensors freed by one collection of cyclic garbage must reach to be a finding
 MIN_SHARE = 0.05
 
 
-def with_costly_cycles(findings: list[Finding], steps: Sequence[Any],
-                       peak: Mapping[str, int]) -> tuple[list[Finding], list[str]]:
-    """``findings`` without the cyclic-garbage findings too small to matter, and a note
-    for each one dropped."""
+def with_costly_cycles(findings: list[Finding], run: Any) -> tuple[list[Finding], list[str]]:
+    """``findings`` without the cyclic-garbage findings too small to matter in ``run`` (its
+    step readings and peaks), and a note for each one dropped."""
+    from torchmem.doctor._summary import peaks
+
+    return costly_cycles(findings, run.steps, peaks(run))
+
+
+def costly_cycles(findings: list[Finding], steps: Sequence[Any],
+                  peak: Mapping[str, int]) -> tuple[list[Finding], list[str]]:
+    """:func:`with_costly_cycles` on plain data: the step records and the peak per device."""
     if any(device.startswith("cuda") and used for device, used in peak.items()):
         return findings, []
     readings = [r.used["cpu"] for r in steps if "cpu" in getattr(r, "used", {})]

@@ -23,7 +23,6 @@ storage keys, integers and up to :data:`SAMPLE` floats per parameter.
 
 from __future__ import annotations
 
-import linecache
 import types
 import weakref
 from types import FrameType
@@ -31,18 +30,12 @@ from typing import Any
 
 from torchmem.doctor.culprit import frame_chain, read_locals
 from torchmem.doctor.evidence import GradCheck
+from torchmem.doctor.source import frame_site
 
 __all__ = ["GradWatch", "SAMPLE"]
 
 #: values read from each watched parameter (evenly spaced) to see whether it was updated
 SAMPLE = 16
-
-
-def _site(frame: FrameType | None) -> tuple[str, int, str] | None:
-    if frame is None:
-        return None
-    file, line = frame.f_code.co_filename, frame.f_lineno
-    return file, line, linecache.getline(file, line).strip()
 
 
 def _plain(t: Any) -> bool:
@@ -135,7 +128,7 @@ class GradWatch:
             accumulated = any(uncleared.values())
         params_now = self._param_snapshot()
         updated = any(b != n for b, n in zip(state[2], params_now))
-        site = _site(frame)
+        site = frame_site(frame)
         grad_bytes = 0
         for ref in self._refs:
             p = ref()

@@ -33,13 +33,14 @@ from torchmem.doctor.call_sites import caller_statement
 from torchmem.doctor.fixes import internal_advice
 from torchmem.doctor.held import MIN_UNTRACKED_PER_STEP, MIN_UNTRACKED_R2
 from torchmem.doctor.internals import binding_statement, describe, internal_owner
+from torchmem.doctor.evidence import Evidence
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.source import Statement, find_statements, load_tree
 from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding, Growth
 from torchmem.units import format_bytes
 
-__all__ = ["container_findings", "MIN_SHARE", "TITLE"]
+__all__ = ["container_findings", "collected_outputs", "memo_store", "MIN_SHARE", "TITLE"]
 
 TITLE = "container of Python objects grows without bound"
 #: a container's estimated growth must be at least this share of the heap's growth
@@ -190,3 +191,24 @@ def _looks_up(node: ast.AST, target: str) -> bool:
             and node.func.attr in ("get", "setdefault", "__contains__"):
         return ast.unparse(node.func.value) == target
     return False
+
+
+def collected_outputs(cause: str, stats: PathStats, stmt: Statement | None,
+                       ev: Evidence) -> bool:
+    """Numpy arrays of the outputs that a script which only runs a model collects in its
+    own code (``result.append(output.cpu().numpy())``): what it is asked to produce, as
+    for arrays that own their data (:mod:`torchmem.doctor.object_growth`). Appended by a
+    function registered as a hook, they are a side effect of every forward, and stay a
+    finding."""
+    if cause != "growing_container" or not 0 < stats.storage_bytes <= 2 * stats.array_bytes \
+            or ev.backward_steps >= 0.5 * ev.steps:
+        return False
+    hooks = {n for snap in ev.snapshots[-1:] for st in snap.paths.values()
+             if st.kind == "hook" for n in st.hook_names}
+    if stmt is not None and stmt.function in hooks:
+        return False
+    ev.notes.append(f"`{stats.path}` collects numpy arrays of the outputs "
+                    f"({format_bytes(stats.array_bytes)} of tensor memory they share at the "
+                    "last snapshot): a script that only runs a model is taken to collect its "
+                    "outputs on purpose; not reported as a finding")
+    return True

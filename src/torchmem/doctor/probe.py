@@ -39,7 +39,6 @@ Known limitations:
 from __future__ import annotations
 
 import gc
-import linecache
 from types import FrameType
 from typing import Any
 
@@ -54,6 +53,7 @@ from torchmem.doctor.grad_watch import GradWatch
 from torchmem.doctor.zero_grad_site import ZeroGradSite
 from torchmem.doctor.pass_evidence import PassEvidence
 from torchmem.doctor.runner import Outcome, Probe, Run
+from torchmem.doctor.source import frame_site
 
 __all__ = ["DoctorProbe", "analysis_steps", "ANALYSIS_FAILED"]
 
@@ -73,13 +73,6 @@ def analysis_steps(step: int) -> bool:
         return True
     third = step // 3
     return step % 3 == 0 and third & (third - 1) == 0
-
-
-def _site(frame: FrameType | None) -> tuple[str, int, str] | None:
-    if frame is None:
-        return None
-    file, line = frame.f_code.co_filename, frame.f_lineno
-    return file, line, linecache.getline(file, line).strip()
 
 
 class DoctorProbe(Probe):
@@ -157,12 +150,12 @@ class DoctorProbe(Probe):
             self._retain = self._retain or bool(info.get("retain_graph"))
             self._create = self._create or bool(info.get("create_graph"))
             if self.evidence.backward_site is None:
-                self.evidence.backward_site = _site(info.get("frame"))
+                self.evidence.backward_site = frame_site(info.get("frame"))
             if info.get("retain_graph") and not info.get("create_graph") and self.deep:
                 self._guard("backward roots", 0, self._roots.record, info.get("tensors"))
             if info.get("create_graph") and self._leaf_names is not None:
                 if self.evidence.create_graph_site is None:
-                    self.evidence.create_graph_site = _site(info.get("frame"))
+                    self.evidence.create_graph_site = frame_site(info.get("frame"))
                 self._guard("naming create_graph leaves", 0, self._leaf_names.record,
                             info.get("frame"), run.frames.is_user_file)
         elif name == "zero_grad":
@@ -172,7 +165,7 @@ class DoctorProbe(Probe):
         elif name == "empty_cache":
             self._empty += 1
             if self.evidence.empty_cache_site is None:
-                self.evidence.empty_cache_site = _site(info.get("frame"))
+                self.evidence.empty_cache_site = frame_site(info.get("frame"))
         elif name in ("pass_step", "pass_end", "pass_drop"):
             if self.deep:
                 self.passes.on_event(run, name, info, self._guard)
@@ -242,10 +235,9 @@ class DoctorProbe(Probe):
             self._record_error("diagnosis", 0, err)
             self.findings = []
         try:
-            from torchmem.doctor._summary import peaks
             from torchmem.doctor.cycle_cost import with_costly_cycles
 
-            self.findings, dropped = with_costly_cycles(self.findings, run.steps, peaks(run))
+            self.findings, dropped = with_costly_cycles(self.findings, run)
             self.notes.extend(dropped)
         except Exception as err:  # noqa: BLE001
             self._record_error("cycle cost", 0, err)

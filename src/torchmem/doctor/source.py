@@ -24,7 +24,9 @@ Never imports torch; parses each file once (cached by path and modification time
 from __future__ import annotations
 
 import ast
+import linecache
 import os
+import types
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
@@ -32,7 +34,7 @@ from typing import Sequence
 from torchmem.doctor.hook_sites import HOOK_METHODS, matching_registrations
 from torchmem.doctor.operands import brings_other_value
 
-__all__ = ["Statement", "find_statements", "stem", "parse_path", "load_tree"]
+__all__ = ["Statement", "find_statements", "stem", "parse_path", "load_tree", "frame_site"]
 
 _ADDERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault",
                      "appendleft", "extendleft", "put", "put_nowait", "__setitem__"})
@@ -357,3 +359,11 @@ def _defined_functions(files: Sequence[str]) -> frozenset[str]:
             names.update(n.name for n in ast.walk(parsed[0])
                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return frozenset(names)
+
+
+def frame_site(frame: types.FrameType | None) -> tuple[str, int, str] | None:
+    """``(file, line, code)`` where ``frame`` is now (None without a frame)."""
+    if frame is None:
+        return None
+    file, line = frame.f_code.co_filename, frame.f_lineno
+    return file, line, linecache.getline(file, line).strip()

@@ -14,11 +14,12 @@ from typing import Callable, Iterable
 from torchmem.lint import facts as _facts
 from torchmem.lint import flags
 from torchmem.lint.calls import transform_kind
-from torchmem.lint.children import FIELDS, fields
+from torchmem.lint.children import fields
 from torchmem.lint.classes import class_attrs, is_module_class
 from torchmem.lint.containers import element_class
 from torchmem.lint.context import Context, FunctionState, LoopState
 from torchmem.lint.dataflow import ACT, GRAPH, LOADER, TYPE, VALUE, Flow, meet
+from torchmem.lint.expr_visit import expression_visitor
 from torchmem.lint.facts import key_of
 from torchmem.lint.gather import gather
 from torchmem.lint.gradmode import effects, grad_delta, requires_grad
@@ -46,78 +47,12 @@ class Walker:
         self.ctx = ctx
         self.nodes = nodes
         self.hooks = hooks
-        self.expr, self._release = self._make_expr()
+        self.expr, self._release = expression_visitor(nodes, ctx)
 
     def close(self) -> None:
         """Break the visitor's reference cycle (the closure calls itself), so that the file's
         tree and context are freed when the lint ends, not at the next cyclic collection."""
         self._release()
-
-    def _make_expr(self) -> tuple[Callable[[ast.AST], None], Callable[[], None]]:
-        """Build the expression visitor as a closure (locals are faster than attributes),
-        and the function that releases it."""
-        get_handlers = self.nodes.get
-        ctx = self.ctx
-        fields_of = FIELDS.get
-        Name, Constant = ast.Name, ast.Constant
-        #: leaves no rule handles: not worth a call (a third of all nodes are names); and
-        #: ``None`` (an absent child): the fields read hold nothing else but nodes
-        quiet_leaves = frozenset(c for c in (Name, Constant, type(None))
-                                 if c not in self.nodes)
-        Lambda, NamedExpr = ast.Lambda, ast.NamedExpr
-        Attribute, Call = ast.Attribute, ast.Call
-        #: a keyword argument no rule handles is not visited itself, only its value
-        quiet_keywords = ast.keyword not in self.nodes
-
-        def expr(node: ast.AST) -> None:
-            """Dispatch every expression node once, in source order."""
-            cls = node.__class__
-            handlers = get_handlers(cls)
-            if handlers:
-                for h in handlers:
-                    h(node, ctx)
-            if cls is Name or cls is Constant:
-                return
-            # the commonest nodes with children, their fields read directly (same order)
-            if cls is Attribute:
-                value = node.value  # type: ignore[attr-defined]
-                if value.__class__ not in quiet_leaves:
-                    expr(value)
-                return
-            if cls is Call:
-                value = node.func  # type: ignore[attr-defined]
-                if value.__class__ not in quiet_leaves:
-                    expr(value)
-                for item in node.args:  # type: ignore[attr-defined]
-                    if item.__class__ not in quiet_leaves:
-                        expr(item)
-                for item in node.keywords:  # type: ignore[attr-defined]
-                    if not quiet_keywords:
-                        expr(item)
-                    elif item.value.__class__ not in quiet_leaves:
-                        expr(item.value)
-                return
-            if cls is NamedExpr:
-                expr(node.value)  # type: ignore[attr-defined]
-                ctx.fn.flow.bind(node.target, ctx.kind(node.value))  # type: ignore[attr-defined]
-                return
-            if cls is Lambda:
-                expr(node.body)  # type: ignore[attr-defined]
-                return
-            for name in fields_of(cls) or fields(cls):
-                value = getattr(node, name)
-                if value.__class__ is list:
-                    for item in value:
-                        if item.__class__ not in quiet_leaves:
-                            expr(item)
-                elif value.__class__ not in quiet_leaves:
-                    expr(value)
-
-        def release() -> None:
-            nonlocal expr, ctx
-            expr = ctx = None  # type: ignore[assignment]
-
-        return expr, release
 
     def exprs(self, nodes: Iterable[ast.AST | None]) -> None:
         expr = self.expr

@@ -40,55 +40,13 @@ from torchmem.lint.rules._common import (
     trains as _trains,
 )
 from torchmem.lint.rules._element_backward import differentiated_sibling, element_store
+from torchmem.lint.rules._graph_advice import SIMPLE, advice, graph_part, known_tensor
 from torchmem.lint.rules._hook_keys import varying_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
 
 __all__ = ["GraphAccumulation"]
-
-_DETACH_FIX = {"append": "keep {v}.detach() (or {v}.item() for a scalar)",
-               "add": "add {v}.item() (or {v}.detach())",
-               "store": "store {v}.detach()",
-               "concat": "concatenate {v}.detach()"}
-_SIMPLE = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
-
-
-def _graph_part(value: ast.expr, ctx: Context) -> ast.expr:
-    """The operand of ``value`` that carries the graph: ``loss`` in ``loss * x.size(0)``,
-    ``float(a) + b`` -> ``b``; ``value`` itself when it is not arithmetic or when several
-    operands carry one."""
-    while True:
-        t = type(value)
-        if t is ast.BinOp:
-            parts = [value.left, value.right]  # type: ignore[attr-defined]
-        elif t is ast.UnaryOp:
-            parts = [value.operand]  # type: ignore[attr-defined]
-        else:
-            return value
-        graph = [p for p in parts if ctx.kind(p) & GRAPH]
-        if len(graph) != 1:
-            return value
-        value = graph[0]
-
-
-def _known_tensor(node: ast.expr, ctx: Context) -> bool:
-    """Whether ``node`` is known to be a ``torch.Tensor`` (not a tuple, a dict or a model
-    output object, whose ``.detach()`` would raise)."""
-    kind = ctx.kind(node)
-    return bool(kind & TYPED) and not kind & CONTAINER
-
-
-def _advice(how: str, part: ast.expr, ctx: Context) -> str:
-    """How to keep the value without its graph, in words that are valid for its type."""
-    v = describe(part)
-    if type(part) not in _SIMPLE:
-        v = f"({v})"
-    if _known_tensor(part, ctx):
-        return _DETACH_FIX[how].format(v=v)
-    return (f"keep detached copies of the tensors in {v} (.detach(), or .item() for "
-            f"scalars)")
-
 
 def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list[LoopState],
                                                               bool] | None:
@@ -300,9 +258,9 @@ class GraphAccumulation(Rule):
             f"each iteration of the {where}"
         if is_hook(ctx) and not loops:
             span = "each forward pass that calls this hook"
-        part = _graph_part(acc.value, ctx)
+        part = graph_part(acc.value, ctx)
         msg = (f"'{v}' carries an autograd graph and {verb}, which outlives {span}: every "
-               f"iteration's graph stays alive; {_advice(acc.how, part, ctx)}")
+               f"iteration's graph stays alive; {advice(acc.how, part, ctx)}")
         sibling = None if ctx.kind(acc.value) & GRAPH else differentiated_sibling(acc.value, ctx)
         if sibling is not None:
             part, call = sibling
@@ -312,7 +270,7 @@ class GraphAccumulation(Rule):
                    f"graph; '{v}' {verb}, which outlives {span}: every iteration's graph "
                    f"stays alive; add {e}.item() (or {e}.detach())")
         fix = None
-        if type(part) in _SIMPLE and _known_tensor(part, ctx):
+        if type(part) in SIMPLE and known_tensor(part, ctx):
             # only where the value is known to be a tensor: .detach() of a tuple, a dict
             # or a batch object's int attribute would raise
             line, col, end_line, end_col = ctx.span(part)
@@ -334,7 +292,7 @@ class GraphAccumulation(Rule):
             return
         arg = found.arg
         v = describe(arg)
-        w = v if type(arg) in _SIMPLE else f"({v})"  # (loss * 1000).detach()
+        w = v if type(arg) in SIMPLE else f"({v})"  # (loss * 1000).detach()
         at = f"{found.summary.where}:{found.line}" if found.summary.where else \
             f"line {found.line}"
         where = "training loop" if training else "loop"
@@ -350,7 +308,7 @@ class GraphAccumulation(Rule):
                f"outlives {span}: every iteration's graph stays alive; pass detached copies "
                f"of its tensors")
         fix = None
-        if type(arg) in _SIMPLE and is_plain_tensor(arg, ctx):
+        if type(arg) in SIMPLE and is_plain_tensor(arg, ctx):
             _, _, end_line, end_col = ctx.span(arg)
             fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
         ctx.report(self, node, msg, fix)
@@ -388,7 +346,7 @@ class GraphAccumulation(Rule):
         ``update(self, output: tuple[Tensor, Tensor])`` doing ``self._sum += loss``)."""
         for value, kind, container in accumulating_method(state, ctx):
             v = describe(value)
-            if type(value) not in _SIMPLE:
+            if type(value) not in SIMPLE:
                 v = f"({v})"
             tensor = bool(kind & TYPED) and not kind & CONTAINER
             how = (f"keep {v}.detach()" if tensor else
@@ -401,7 +359,7 @@ class GraphAccumulation(Rule):
                    f"graph (a loss or model output during training), every call's graph stays "
                    f"alive; {how}")
             fix = None
-            if tensor and type(value) in _SIMPLE:
+            if tensor and type(value) in SIMPLE:
                 _, _, end_line, end_col = ctx.span(value)
                 fix = [ctx.edit((end_line, end_col), (end_line, end_col), ".detach()")]
             ctx.report(self, value, msg, fix)
