@@ -254,9 +254,10 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             if handed_over else (None, [])
         # a dict handed over: the line that put the kept key's value into it
         origin = key_origin(site, path, _files(stats)) if site is not None else None
-        if origin is not None and origin.value is not None:  # the edit goes there too
+        if origin is not None and origin.value is not None and stats.holds \
+                and set(stats.holds) <= {"tensor", "0-dim tensor"}:  # the edit goes there too
             path_fix = fix_edit.path_fix(
-                cause, path, origin, holds=("tensor",), culprit_type="Tensor",
+                cause, path, origin, holds=stats.holds, culprit_type="Tensor",
                 has_graph=stats.grad_tensors > 0, scalar=scalar, is_tuple=False, hook=False,
                 owner_type=owner_type)
             fix = path_fix.text
