@@ -32,6 +32,15 @@ def test_the_functions_a_hook_dict_holds_by_name():
     layer.register_forward_hook(rec.save)
     layer.register_forward_hook(functools.partial(_Recorder.save, rec))
     layer.register_forward_hook(lambda *a: None)  # no name to match: left out
+
+    class Loud:  # a callable object: its attributes are the script's code, never read
+        def __call__(self, *args):
+            return None
+
+        def __getattr__(self, name):
+            raise RuntimeError(f"read {name}")
+
+    layer.register_forward_hook(Loud())
     assert hook_names(layer._forward_hooks) == ("save",)
     assert hook_names(object()) == ()
 

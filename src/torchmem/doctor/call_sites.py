@@ -34,7 +34,7 @@ import ast
 
 from torchmem.doctor.source import Statement, load_tree
 
-__all__ = ["caller_statement", "MAX_DEPTH"]
+__all__ = ["caller_statement", "enclosing_function", "MAX_DEPTH"]
 
 #: how many helper levels are followed up at most
 MAX_DEPTH = 4
@@ -329,3 +329,7 @@ def caller_statement(stmt: Statement, files: list[str]) -> tuple[Statement, list
         func, cls = caller, caller_cls
     return None
 
+
+def enclosing_function(tree: ast.Module, line: int) -> _Func | None:
+    """The innermost function of ``tree`` containing ``line`` (None at module level)."""
+    return _enclosing(tree, line)[0]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import types
 from typing import AbstractSet, Any, Sequence
 
 __all__ = ["hook_names", "hook_methods", "matching_registrations", "HOOK_METHODS"]
@@ -39,11 +40,18 @@ _LAST = 4
 
 
 def _function_name(hook: Any) -> str | None:
-    fn = getattr(hook, "__func__", hook)  # a bound method: its function
+    """The name of the function a hook runs: read off plain functions, bound methods and
+    partials only (no attribute of another object is read: its ``__getattr__`` is the
+    script's code)."""
+    fn = hook.__func__ if isinstance(hook, types.MethodType) else hook
     while isinstance(fn, functools.partial):
         fn = fn.func
-    name = getattr(fn, "__name__", None)
-    return name if isinstance(name, str) and name.isidentifier() else None
+    if isinstance(fn, types.MethodType):
+        fn = fn.__func__
+    if not isinstance(fn, types.FunctionType):
+        return None
+    name = fn.__name__
+    return name if name.isidentifier() else None
 
 
 def hook_names(hooks: Any) -> tuple[str, ...]:
@@ -73,7 +81,7 @@ def hook_methods(module: Any, hook_dict: str) -> tuple[str, ...]:
     """
     methods = HOOK_METHODS.get(hook_dict, ())
     if hook_dict == "_backward_hooks":
-        full = getattr(module, "_is_full_backward_hook", None)
+        full = vars(module).get("_is_full_backward_hook")  # set by torch, in the instance dict
         if full is True:
             return ("register_full_backward_hook",)
         if full is False:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Sequence
 
+from torchmem.doctor.call_sites import enclosing_function
 from torchmem.doctor.source import Statement, load_tree
 
 __all__ = ["key_origin", "last_key"]
@@ -68,16 +69,6 @@ def _writes(scope: ast.AST, name: str | None, key: str) -> list[ast.AST]:
     return found
 
 
-def _function(tree: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and node.lineno <= line <= (node.end_lineno or node.lineno):
-            if best is None or node.lineno >= best.lineno:
-                best = node
-    return best
-
-
 def _called_function(value: ast.AST) -> str | None:
     """``f`` of ``f(...)`` / ``self.f(...)``."""
     if isinstance(value, ast.Call):
@@ -94,7 +85,7 @@ def key_origin(site: Statement, path: str, files: Sequence[str]) -> Statement | 
     if key is None or not name or not name.isidentifier():
         return None
     parsed = load_tree(site.file)
-    func = _function(parsed[0], site.line) if parsed is not None else None
+    func = enclosing_function(parsed[0], site.line) if parsed is not None else None
     if func is None or parsed is None:
         return None
     found = [(site.file, node) for node in _writes(func, name, key) if node.lineno < site.line]
@@ -117,7 +108,7 @@ def key_origin(site: Statement, path: str, files: Sequence[str]) -> Statement | 
     loaded = load_tree(file)
     lines = loaded[1] if loaded is not None else ()
     code = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
-    owner = _function(loaded[0], node.lineno) if loaded is not None else None
+    owner = enclosing_function(loaded[0], node.lineno) if loaded is not None else None
     item = isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript)
     return Statement(file=file, line=node.lineno, code=code, kind="setitem",
                      function=owner.name if owner is not None else "<module>", in_loop=False,

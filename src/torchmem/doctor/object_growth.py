@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 from typing import Sequence
 
-from torchmem.doctor.call_sites import caller_statement
+from torchmem.doctor.call_sites import caller_statement, enclosing_function
 from torchmem.doctor.fixes import internal_advice
 from torchmem.doctor.held import MIN_UNTRACKED_PER_STEP, MIN_UNTRACKED_R2
 from torchmem.doctor.internals import binding_statement, describe, internal_owner
@@ -173,13 +173,8 @@ def memo_store(stmt: Statement | None) -> bool:
     if stmt is None or stmt.kind != "setitem" or not stmt.target:
         return False
     parsed = load_tree(stmt.file)
-    if parsed is None:
-        return False
-    for fn in ast.walk(parsed[0]):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == stmt.function \
-                and fn.lineno <= stmt.line <= (fn.end_lineno or fn.lineno):
-            return any(_looks_up(node, stmt.target) for node in ast.walk(fn))
-    return False
+    fn = enclosing_function(parsed[0], stmt.line) if parsed is not None else None
+    return fn is not None and any(_looks_up(node, stmt.target) for node in ast.walk(fn))
 
 
 def _looks_up(node: ast.AST, target: str) -> bool:
