@@ -114,3 +114,45 @@ def test_one_long_pass_is_judged_as_a_series():
     assert detect_pass_growth([flat]).verdict == "flat"
     short = rising[:SINGLE_PASS_POINTS - 1]
     assert detect_pass_growth([short]).verdict == "undecided"  # two passes needed, as before
+
+
+# -- sawtooth over the run's own steps ------------------------------------------------------
+
+from torchmem.analyze.growth import sawtooth_growth, split_at_resets  # noqa: E402
+
+
+def test_split_at_resets_cuts_where_memory_falls_back_by_half_its_rise():
+    pts = [(1, 100.0), (2, 200.0), (3, 300.0), (4, 120.0), (5, 220.0), (6, 210.0), (7, 320.0)]
+    # 300 -> 120 falls by more than half of the 200 risen: a reset; 220 -> 210 does not
+    assert [[s for s, _ in part] for part in split_at_resets(pts)] == [[1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_a_chain_rebuilt_every_call_is_growing_with_the_slope_within_the_stretches():
+    # 24 steps a call, 3 calls: 1 MiB more per step, back to the base after each call
+    base, per = 100 * 2**20, 2**20
+    pts = [(s, float(base + per * ((s - 1) % 24))) for s in range(1, 73)]
+    g = detect_growth(pts)
+    assert g.verdict == "growing"
+    assert g.stretches == 3
+    assert g.bytes_per_step == pytest.approx(per)
+    assert "falls back after each" in g.reason
+
+
+def test_a_single_rise_then_a_fall_is_no_sawtooth():
+    pts = [(s, 1e8 + 1e6 * s) for s in range(1, 30)] + [(s, 1e8) for s in range(30, 60)]
+    assert sawtooth_growth(pts) is None
+
+
+def test_noise_and_small_teeth_are_no_sawtooth():
+    rnd = random.Random(3)
+    noisy = [(s, 1e8 + rnd.uniform(-1e6, 1e6)) for s in range(1, 80)]
+    assert sawtooth_growth(noisy) is None
+    assert detect_growth(noisy).verdict != "growing"
+    # teeth that rise by 2% of the heap (a collector's cycle of small garbage)
+    small = [(s, 1e8 + 2e6 * ((s % 10) / 10)) for s in range(1, 80)]
+    assert sawtooth_growth(small) is None
+
+
+def test_a_steady_line_keeps_its_own_verdict():
+    g = detect_growth(series(lambda i: 10_000_000 + 4096 * i))
+    assert g.stretches == 0

@@ -16,6 +16,11 @@ Method:
        (``min_slope`` bytes per step), the total growth clears the noise (3 x the
        robust spread of the residuals), and the fit is good (R^2 >= ``min_r2``).
        Too few steps, or a clear slope with a poor fit, is ``undecided``.
+    5. A series that would be ``flat`` or ``undecided`` is also read as a *sawtooth*
+       (:func:`sawtooth_growth`): split where memory falls back, each stretch rising
+       steadily and by a large share of where it started (a chain of graphs built over
+       a sampling loop and let go when the next call replaces it, an accumulator emptied
+       every few steps). Such a series is ``growing``: the peak grows with the stretch.
 
 Known limitations:
     * A leak that starts late (after most of the window) shows as a poor fit and is
@@ -34,7 +39,7 @@ from torchmem.model.capture import Growth, StepRecord
 from torchmem.units import format_bytes, format_delta
 
 __all__ = ["Fit", "theil_sen", "fit_line", "warmup_steps", "detect_growth", "growth_by_device",
-           "step_rate", "bytes_per_step", "detect_pass_growth"]
+           "step_rate", "bytes_per_step", "detect_pass_growth", "sawtooth_growth", "split_at_resets"]
 
 #: at most this many points enter the O(n^2) Theil-Sen fit (evenly subsampled)
 _MAX_FIT_POINTS = 160
@@ -143,6 +148,10 @@ def detect_growth(points: Sequence[tuple[int, float]], device: str = "cpu", *,
                       r2=round(fit.r2, 4), first_step=first, last_step=last,
                       total_growth=total, reason=reason)
 
+    saw = sawtooth_growth(window, device, min_slope=min_slope)
+    if saw is not None and (fit.slope < min_slope or late < 0.5 * fit.slope
+                            or total < 3 * fit.noise or fit.r2 < min_r2):
+        return saw
     if fit.slope < min_slope:
         return verdict("flat",
                        f"changes by {format_delta(fit.slope)} per step over steps "
@@ -162,6 +171,71 @@ def detect_growth(points: Sequence[tuple[int, float]], device: str = "cpu", *,
     return verdict("growing",
                        f"grows by {format_delta(fit.slope)} per step over steps "
                          f"{first}-{last} (R^2 {fit.r2:.2f})")
+
+
+#: a reading below the one before by more than this share of its stretch's rise so far
+#: starts a new stretch
+_RESET_SHARE = 0.5
+#: share of the window's readings the judged stretches must hold
+_SAW_COVER = 0.75
+#: each stretch's rise, as a share of the reading it started from
+_SAW_RISE_SHARE = 0.1
+
+
+def split_at_resets(points: Sequence[tuple[int, float]]) -> list[list[tuple[int, float]]]:
+    """The stretches of a series between the readings where memory falls back: a reading
+    below the one before by more than half of what its stretch rose so far.
+
+    Example:
+        >>> [len(s) for s in split_at_resets([(1, 10), (2, 20), (3, 30), (4, 12), (5, 22)])]
+        [3, 2]
+    """
+    stretches: list[list[tuple[int, float]]] = []
+    for point in points:
+        current = stretches[-1] if stretches else None
+        if current is None:
+            stretches.append([point])
+            continue
+        rise = current[-1][1] - current[0][1]
+        if rise > 0 and current[-1][1] - point[1] > _RESET_SHARE * rise:
+            stretches.append([point])
+        else:
+            current.append(point)
+    return stretches
+
+
+def sawtooth_growth(window: Sequence[tuple[int, float]], device: str = "cpu", *,
+                    min_slope: float = 1024.0) -> Growth | None:
+    """A ``growing`` verdict when the series is a sawtooth, else None.
+
+    The series is split at its resets (:func:`split_at_resets`); it is a sawtooth when at
+    least two stretches have three readings or more, those hold at least three quarters
+    of the readings, every one of them rises steadily (the test of
+    :func:`detect_pass_growth`) by at least a tenth of the reading it started from,
+    and memory falls back after each. ``bytes_per_step`` is the median slope within the
+    stretches; ``total_growth`` the median rise of one.
+
+    Example:
+        >>> saw = [(s, 1e6 + 5e5 * (s % 10)) for s in range(1, 41)]
+        >>> sawtooth_growth(saw).verdict
+        'growing'
+    """
+    from dataclasses import replace
+
+    stretches = [s for s in split_at_resets(window) if len(s) >= 3]
+    if len(stretches) < 2 or sum(len(s) for s in stretches) < _SAW_COVER * len(window):
+        return None
+    if any(s[-1][1] - s[0][1] < _SAW_RISE_SHARE * s[0][1] for s in stretches):
+        return None
+    g = detect_pass_growth(stretches, device, min_slope=min_slope)
+    falls = sum(1 for a, b in zip(stretches, stretches[1:]) if b[0][1] < a[-1][1])
+    if g.verdict != "growing" or falls < len(stretches) - 1:
+        return None
+    return replace(g, first_step=window[0][0], last_step=window[-1][0], stretches=len(stretches),
+                   reason=(f"rises by {format_delta(g.bytes_per_step)} per step within each of "
+                           f"{len(stretches)} stretches of steps {window[0][0]}-{window[-1][0]} "
+                           f"({format_bytes(g.total_growth)} per stretch) and falls back "
+                           f"after each: a sawtooth whose peak grows with the stretch"))
 
 
 def step_rate(points: Sequence[tuple[int, float]], warmup: int | None = None) -> float | None:

@@ -365,8 +365,10 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             # truer size of what is at stake.
             g = growth["cpu"]
             bytes_now = max(f.bytes, int(g.total_growth))
-            note = (f"the C heap grew by {format_bytes(g.total_growth)} over steps "
-                    f"{g.first_step}-{g.last_step} ({format_bytes(g.bytes_per_step)} per step), "
+            span = (f"within each of {g.stretches} stretches of steps {g.first_step}-{g.last_step}"
+                    if g.stretches else f"over steps {g.first_step}-{g.last_step}")
+            note = (f"the C heap grew by {format_bytes(g.total_growth)} {span} "
+                    f"({format_bytes(g.bytes_per_step)} per step), "
                     f"more than the tensor storage above: the rest is the autograd nodes and "
                     f"Python objects `{f.culprit.name if f.culprit else 'it'}` keeps alive, so "
                     f"this finding's size ({format_bytes(bytes_now)}, "

@@ -33,7 +33,9 @@ def _path_findings(ev: Evidence, growth: dict[str, Growth]) -> list[Finding]:
     snaps = [s for s in ev.snapshots if s.paths]
     if len(snaps) < 2:
         return []
-    growing = growing_paths(snaps)
+    cpu = growth.get("cpu")
+    saw = 0.5 * cpu.bytes_per_step if cpu is not None and cpu.stretches else None
+    growing = growing_paths(snaps, saw)
     paths, peaks = dict(snaps[-1].paths), {}
     for path, sig in growing.items():
         if sig.get("resets"):  # emptied now and then: described where it was largest

@@ -15,7 +15,8 @@ those objects:
   :mod:`torchmem.doctor.differentiated`), and no ``.item()`` when tensor methods are
   called on what is read back (``sum(losses).item()``);
 * graphs chained across steps are cut by detaching the carried state right *before* the
-  statement that carries it (``h = h.detach()``), so the current step keeps its gradient.
+  iteration's first read of it (``h = h.detach()``; :mod:`torchmem.doctor.chain_entry`),
+  so the current step keeps its gradient.
 
 The edit covers the whole statement, multi-line ones included, changes only the stored
 expression (the edited file is parsed and compared with the original, node by node), and
@@ -29,6 +30,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from torchmem.doctor.chain_entry import chain_entry
 from torchmem.doctor.differentiated import differentiating_call, tensor_method_call
 from torchmem.doctor.source import Statement, parse_path, stem
 from torchmem.model.capture import FixEdit
@@ -349,7 +351,7 @@ def _chain(src: _Source, stmt: Statement, outer: ast.stmt, name: str,
                                 "tensors only")
     if _starts_as_none(src.tree, target):  # `state = None` before the loop: keep None as is
         code = f"{target} = None if {target} is None else {code.split(' = ', 1)[1]}"
-    edit = _insert_before(src, stmt, outer, code)
+    edit = _insert_before(src, stmt, chain_entry(src.tree, outer, target), code)
     if edit is None:
         return Proposal(refusal=f"line {stmt.line} does not start its own line")
     return Proposal(edits=(edit,))

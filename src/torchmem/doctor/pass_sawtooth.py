@@ -13,9 +13,11 @@ reports such a path as ``growing_container`` when
   shrink over at least :data:`~torchmem.doctor.pass_containers.MIN_SNAPSHOTS` of the
   snapshots taken at the pass's forwards (the one taken at the pass's end is left out:
   the script may rebind the container there), and it keeps at least
-  :data:`~torchmem.doctor.path_trend.MIN_BYTES_PER_STEP` more tensor storage per forward;
-* it is let go between those passes: each starts with fewer tensors than the one before
-  ended with (one that keeps growing across passes is not a sawtooth);
+  :data:`~torchmem.doctor.path_trend.MIN_BYTES_PER_STEP` more tensor storage per forward:
+  in more tensors, or in larger ones at every snapshot (``preds = torch.cat((preds,
+  logits))`` keeps one tensor that grows);
+* it is let go between those passes: each starts with fewer tensors, or fewer bytes, than
+  the one before ended with (one that keeps growing across passes is not a sawtooth);
 * what it keeps per forward is at least :data:`MIN_HEAP_SHARE` of the heap's rise per
   forward (it is what makes the sawtooth), and the heap's rise over one pass is at least
   :data:`MIN_PEAK_SHARE` of the heap at the pass's first forward: it raises the peak by a
@@ -49,7 +51,7 @@ HIGH_PASSES = 3
 #: share of the heap's rise per forward the path must keep
 MIN_HEAP_SHARE = 0.5
 #: a pass's heap rise, as a share of the heap at its first forward, that counts as large
-MIN_PEAK_SHARE = 0.25
+MIN_PEAK_SHARE = 0.1
 
 
 def _grows(present: list[PathStats]) -> bool:
@@ -65,8 +67,11 @@ def _path_growth(path: str, snaps: list[Snapshot]) -> tuple[dict[str, float], Pa
     if len(present) < MIN_SNAPSHOTS or not _grows(present):
         return None
     sig = path_signal(present[0], present[-1], at[-1] - at[0])
-    if sig["bytes"] < MIN_BYTES_PER_STEP or sig["tensors"] <= 0:
+    if sig["bytes"] < MIN_BYTES_PER_STEP:
         return None
+    if sig["tensors"] <= 0 and not all(b.retained_bytes > a.retained_bytes
+                                       for a, b in zip(present, present[1:])):
+        return None  # neither more tensors nor larger ones at every snapshot
     return sig, present[-1], present[0]
 
 
@@ -95,7 +100,8 @@ def sawtooth_findings(passes: dict[int, list[Snapshot]], readings: dict[int, lis
             grew = [g for g in (_path_growth(path, forwards[n]) for n in numbers) if g is not None]
             if len(grew) < MIN_PASSES:
                 continue
-            if any(b[2].tensors >= a[1].tensors for a, b in zip(grew, grew[1:])):
+            if any(b[2].tensors >= a[1].tensors and b[2].retained_bytes >= a[1].retained_bytes
+                   for a, b in zip(grew, grew[1:])):
                 continue  # not let go between passes: not a sawtooth
             sig = dict(grew[-1][0])
             sig["bytes"] = statistics.median(g[0]["bytes"] for g in grew)
@@ -126,7 +132,7 @@ def _finding(finding: Any, name: str, stats: PathStats, grew_in: int, judged: in
         f"{format_bytes(stats.retained_bytes)} ({stats.tensors} tensors) before the pass ends; "
         f"the C heap {verdict.reason}")
     evidence.append(
-        f"it is let go between passes (each pass starts with fewer tensors in it than the one "
+        f"it is let go between passes (each pass starts with less in it than the one "
         f"before ended with), so it is not kept forever; but every pass raises the peak by "
         f"{format_bytes(verdict.total_growth)}"
         f", {peak_share:.0%} of the heap at the pass's first forward, and the rise grows with "

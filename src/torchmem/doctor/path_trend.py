@@ -74,13 +74,16 @@ def _dropped(sig: dict[str, float]) -> bool:
     return sig["bytes"] < 0 or sig["nodes"] < 0 or sig["grad_tensors"] < 0 or sig["items"] < 0
 
 
-def _path_trend(snaps: Sequence[Snapshot], path: str) -> dict[str, float] | None:
+def _path_trend(snaps: Sequence[Snapshot], path: str,
+                sawtooth_rate: float | None = None) -> dict[str, float] | None:
     """The growth signal of ``path`` if it grows steadily, or grows again after each reset.
 
     Steady: it grew in the last interval and in the one before. Reset (an accumulator
     emptied each epoch): it holds autograd graphs, grew in the last interval (or the one
     before, when the last two snapshots fell on the same phase of the epoch), and an
-    earlier interval shows the drop of a reset.
+    earlier interval shows the drop of a reset. A container without graphs counts as
+    reset only when the steps' memory is itself a sawtooth and the container makes it
+    (``sawtooth_rate``, see :func:`_refills`).
     """
     seq: list[dict[str, float] | None] = []
     for before, after in zip(snaps, snaps[1:]):
@@ -99,11 +102,15 @@ def _path_trend(snaps: Sequence[Snapshot], path: str) -> dict[str, float] | None
         if _graphs(last) and drops and any(
                 sg is not None and _significant(sg) and _graphs(sg) for sg in seq[:drops[-1]]):
             return dict(last, resets=float(len(drops)))
-        return None
-    if (prev is not None and _score(last) == 0 and not _dropped(last) and _significant(prev)
+    elif (prev is not None and _score(last) == 0 and not _dropped(last) and _significant(prev)
             and _graphs(prev) and drops and drops[-1] < len(seq) - 2):
         return dict(prev, resets=float(len(drops)))
-    return _sawtooth(snaps, path, seq, drops)
+    elif (saw := _sawtooth(snaps, path, seq, drops)) is not None:
+        return saw
+    if not drops:
+        return None
+    return _chain_stretches(snaps, path, seq, drops) or (
+        _refills(snaps, path, seq, drops, sawtooth_rate) if sawtooth_rate is not None else None)
 
 
 def _sawtooth(snaps: Sequence[Snapshot], path: str, seq: list[dict[str, float] | None],
@@ -136,6 +143,59 @@ def _sawtooth(snaps: Sequence[Snapshot], path: str, seq: list[dict[str, float] |
     return dict(latest, resets=float(len(drops)))
 
 
+def _refills(snaps: Sequence[Snapshot], path: str, seq: list[dict[str, float] | None],
+             drops: list[int], rate: float) -> dict[str, float] | None:
+    """The growth signal of a container without graphs that makes the steps' sawtooth: in
+    at least two stretches between drops it gained at least ``rate`` bytes of tensor
+    storage per step while keeping what it held (``survived`` above 0). ``rate`` is half
+    the heap's rise per step within the sawtooth's stretches: predictions or numbers kept
+    for an epoch's metric are a small share and stay quiet. The last snapshot may fall
+    anywhere in a stretch, just after a reset included."""
+    if snaps[-1].paths[path].items is None:
+        return None
+    grew = [i for i, sg in enumerate(seq) if i not in drops and sg is not None
+            and sg["bytes"] >= rate and not _graphs(sg) and _kept(snaps[i + 1], path)]
+    if len({sum(1 for d in drops if d < i) for i in grew}) < 2:
+        return None
+    return dict(seq[grew[-1]] or {}, resets=float(len(drops)))
+
+
+def _chain_stretches(snaps: Sequence[Snapshot], path: str, seq: list[dict[str, float] | None],
+                     drops: list[int]) -> dict[str, float] | None:
+    """The growth signal of a variable that chains one graph onto the next within every
+    stretch of steps and is started afresh between them (``x = step(x)`` over the steps of
+    a sampling call, the call repeated): the last snapshot may fall anywhere in a stretch.
+
+    An interval counts when the path's graph grew and gained exactly ``k`` forward passes
+    through the same parameters per step (``passes``, the same whole ``k >= 1`` for every
+    interval that counts): each step's pass hangs on the previous one. A variable rebound
+    each step to one step's graph keeps the same number of passes, or a number that
+    varies with its input, not one that tracks the steps. At least two stretches between
+    drops must show such intervals, three intervals in all, and the path must hold a
+    chain of at least two passes at the last snapshot."""
+    last = snaps[-1].paths.get(path)
+    if last is None or last.passes < 2 or not drops:
+        return None
+    rates: dict[int, int] = {}
+    counted: list[tuple[int, int]] = []  # (interval, passes gained per step)
+    for i, sg in enumerate(seq):
+        a, b = snaps[i].paths.get(path), snaps[i + 1].paths.get(path)
+        if i in drops or sg is None or a is None or b is None:
+            continue
+        gained, steps = b.passes - a.passes, snaps[i + 1].step - snaps[i].step
+        if gained >= steps > 0 and gained % steps == 0 and _significant(sg) and _graphs(sg):
+            rates[gained // steps] = rates.get(gained // steps, 0) + 1
+            counted.append((i, gained // steps))
+    if not rates:
+        return None
+    k = max(rates, key=lambda r: rates[r])
+    intervals = [i for i, r in counted if r == k]
+    stretches = len({sum(1 for d in drops if d < i) for i in intervals})
+    if stretches < 2 or len(intervals) < 3:
+        return None
+    return dict(seq[intervals[-1]] or {}, resets=float(len(drops)))
+
+
 def _kept(snap: Snapshot, path: str) -> bool:
     stats = snap.paths.get(path)
     return stats is not None and stats.survived is not None and stats.survived > 0
@@ -161,12 +221,15 @@ def _released(stats: PathStats, sig: dict[str, float], one_step: Sequence[float]
     return bool(sig.get("resets")) and stats.passes <= 1
 
 
-def _growing_paths(snaps: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
+def _growing_paths(snaps: Sequence[Snapshot],
+                   sawtooth_rate: float | None = None) -> dict[str, dict[str, float]]:
     """Paths that keep growing (see :func:`_path_trend`), with their growth signal; paths
-    whose content was released since the previous snapshot (:func:`_released`) are not."""
+    whose content was released since the previous snapshot (:func:`_released`) are not.
+    ``sawtooth_rate``: when the steps' memory is a sawtooth, half its rise per step
+    within the stretches (containers without graphs that gain that much count)."""
     out: dict[str, dict[str, float]] = {}
     for path, stats in snaps[-1].paths.items():
-        trend = _path_trend(snaps, path)
+        trend = _path_trend(snaps, path, sawtooth_rate)
         one_step = [p.survived_next for p in (s.paths.get(path) for s in snaps)
                     if p is not None and p.survived_next is not None]
         if trend is not None and not _released(stats, trend, one_step) \

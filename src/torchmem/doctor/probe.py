@@ -162,6 +162,7 @@ class DoctorProbe(Probe):
             self._zero += 1
             if self.deep:  # read only by the gradient checks of the deep analysis
                 self._zero_site.record(info.get("frame"), run.frames.is_user_file)
+                self._grads.note_zero(info.get("target"))
         elif name == "empty_cache":
             self._empty += 1
             if self.evidence.empty_cache_site is None:
@@ -347,8 +348,7 @@ class DoctorProbe(Probe):
 
     def _finish_grad_check(self, step: int, backward: int, zero: int, frame: FrameType | None,
                            is_user: Any) -> None:
-        check = self._grads.finish(step, backward, zero, frame)
-        if check is not None:
+        for check in self._grads.finish(step, backward, zero, frame):
             if not zero:  # a zero_grad() that ran once, before the loop of the steps?
                 check.zero_site = self._zero_site.outside(frame, is_user)
             self.evidence.grad_checks.append(check)

@@ -17,7 +17,7 @@ from torchmem.model.capture import Culprit, Finding
 from torchmem.units import KiB, format_bytes
 
 if TYPE_CHECKING:
-    from torchmem.doctor.evidence import Evidence
+    from torchmem.doctor.evidence import Evidence, GradCheck
 
 __all__ = ["cycle_findings", "grad_findings", "cuda_findings", "MIN_GARBAGE_BYTES"]
 
@@ -61,7 +61,17 @@ def cycle_findings(ev: Evidence) -> list[Finding]:
 
 
 def grad_findings(ev: Evidence) -> list[Finding]:
-    checks = ev.grad_checks
+    """``grad_not_cleared`` findings: one per optimizer whose checks show gradients summed
+    across its updates (a script with several optimizers gets a check per optimizer)."""
+    names = list(dict.fromkeys(c.optimizer_name for c in ev.grad_checks))
+    out: list[Finding] = []
+    for name in names:
+        out += _grad_finding([c for c in ev.grad_checks if c.optimizer_name == name],
+                             several=len(names) > 1)
+    return out
+
+
+def _grad_finding(checks: list[GradCheck], several: bool) -> list[Finding]:
     if len(checks) < 3:
         return []
     # gradients that accumulate harm only when they are applied: an interval in which no
@@ -74,10 +84,15 @@ def grad_findings(ev: Evidence) -> list[Finding]:
     culprit = Culprit(name=name or "gradients", kind="local", file=last.file, line=last.line,
                       code=last.code, type="parameters" if last.manual else "Optimizer")
     evidence = (f"between {len(bad)} of {len(checks)} consecutive optimizer steps the same "
-                f".grad tensors kept accumulating and zero_grad() was never called",
+                f".grad tensors kept accumulating and zero_grad() was never called"
+                + (f" on `{name}` (nor on a module holding its parameters)"
+                   if several and name and not last.manual else ""),
                 "memory does not grow (gradients are summed in place): the updates are wrong, "
                 "each step applies the sum of all gradients so far")
     once = last.zero_site
+    if once is not None and not last.manual and last.optimizer_name \
+            and receiver(once[2]) not in (None, last.optimizer_name):
+        once = None  # another optimizer's zero_grad(): it does not clear these gradients
     if once is not None:  # zero_grad() ran, once, before the loop that runs the steps
         file, line, code, function = once
         name = receiver(code) or name

@@ -178,7 +178,8 @@ class StepHooks:
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             hooks._on_event(event, {"frame": hooks._frames.innermost(sys._getframe(1)),
-                                    "owner": type(args[0]).__name__ if args else None})
+                                    "owner": type(args[0]).__name__ if args else None,
+                                    "target": args[0] if args else None})
             return original(*args, **kwargs)
 
         wrapper.__wrapped__ = original  # type: ignore[attr-defined]

@@ -88,8 +88,12 @@ class Growth(Record):
         r2: goodness of the linear fit (1.0 is a perfect line).
         first_step: first step of the analysed window (warm-up skipped).
         last_step: last step analysed.
-        total_growth: bytes gained from ``first_step`` to ``last_step``.
+        total_growth: bytes gained from ``first_step`` to ``last_step`` (of one
+            stretch, for a sawtooth).
         reason: one sentence saying why the verdict was reached.
+        stretches: for a sawtooth (memory rises steadily, falls back, rises again), the
+            number of rising stretches judged; ``bytes_per_step`` and ``r2`` are then the
+            medians within them. 0 for a verdict on one line.
     """
 
     device: str
@@ -100,6 +104,7 @@ class Growth(Record):
     last_step: int = field(default=0, metadata=NON_NEGATIVE)
     total_growth: int = 0
     reason: str = ""
+    stretches: int = field(default=0, metadata=NON_NEGATIVE)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,10 @@ def headline(capture: Capture) -> str:
     growing = [g for g in growth if g.verdict == "growing"]
     if growing:
         g = max(growing, key=lambda g: g.bytes_per_step)
+        if g.stretches:
+            return (f"memory grows by {format_bytes(g.bytes_per_step)} per step within each of "
+                    f"{g.stretches} stretches and falls back after each (steps "
+                    f"{g.first_step}-{g.last_step}, a sawtooth) on {g.device}")
         return (f"memory grows by {format_bytes(g.bytes_per_step)} per step (steps "
                 f"{g.first_step}-{g.last_step}, R^2 {g.r2:.2f}) on {g.device}")
     undecided = [g for g in growth if g.verdict == "undecided"]
