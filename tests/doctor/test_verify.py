@@ -287,3 +287,16 @@ def test_chain_written_in_place_detaches_the_value_written(tmp_path: Path):
     done = propose_edit("hidden_state_chain", "kept", _statement(src, "kept", 6),
                         holds=("tensor",), culprit_type="Tensor")
     assert done.edit is None  # already stores a value without graph
+
+
+def test_a_method_that_floats_go_through_too_is_fixed_at_the_call_that_hands_in_the_tensor(doctor):
+    # `self.sum += val * n` keeps the loss's graph for `losses`, and also sums floats for
+    # `step_time`: a `.detach()` there would raise for the floats. The edit goes at the
+    # call on the culprit's object, where the tensor is handed in, and the re-run proves it
+    script = Path(__file__).parent / "scripts_unit" / "meter_shared_with_floats.py"
+    data, _ = doctor.run_file(script, "--verify")
+    top = data["findings"][0]
+    assert (top["cause"], top["culprit"]["name"], top["culprit"]["line"]) == (
+        "retained_graph", "losses.sum", 32)
+    assert top["edit"]["statement"] == "losses.update(loss.item(), x.size(0))"
+    assert top["verification"]["status"] == "verified", top["verification"]

@@ -25,7 +25,8 @@ by the caller: the line to change is the call that hands the values over.
 
 Static, from the source only; never imports torch. Known limitations: calls through
 ``getattr``, ``functools.partial`` or a stored bound method are not followed; a
-function called from several places is not lifted (the line would be a guess).
+function called from several places is not lifted (the line would be a guess), unless
+the culprit names the object whose method it is and one call is on that object.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import ast
 
 from torchmem.doctor.source import Statement, load_tree
 
-__all__ = ["caller_statement", "enclosing_function", "MAX_DEPTH"]
+__all__ = ["caller_statement", "enclosing_function", "shared_method", "MAX_DEPTH"]
 
 #: how many helper levels are followed up at most
 MAX_DEPTH = 4
@@ -263,6 +264,23 @@ def _argument(call: ast.Call, func: _Func, cls: ast.ClassDef | None, param: str)
     return None
 
 
+#: calls whose result is a plain number or size, never a tensor
+_NUMBER_CALLS = frozenset({"size", "item", "numel", "dim", "len", "int", "float", "round"})
+
+
+def _plain_number(node: ast.AST) -> bool:
+    """An argument that is plainly a number, not a tensor: ``x.size(0)``, ``len(batch)``,
+    ``x.shape[0]``, ``loss.item()`` (of several arguments feeding a kept value, such
+    ones carry no tensor: ``meter.update(loss, x.size(0))``)."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        return name in _NUMBER_CALLS
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+        return node.value.attr == "shape"
+    return False
+
+
 def _statement_at(file: str, lines: tuple[str, ...], call: ast.Call, caller: _Func | None,
                   value: ast.AST | None, in_loop: bool) -> Statement:
     line = call.lineno
@@ -281,12 +299,16 @@ def _stored_value(stmt: Statement) -> ast.AST | None:
         return None
 
 
-def caller_statement(stmt: Statement, files: list[str]) -> tuple[Statement, list[Statement]] | None:
+def caller_statement(stmt: Statement, files: list[str], receiver: str | None = None
+                     ) -> tuple[Statement, list[Statement]] | None:
     """The call that hands ``stmt``'s stored value to the helper it sits in.
 
     Args:
         stmt: the statement that keeps adding to a culprit.
         files: the user's source files to search for call sites.
+        receiver: for a method, the object whose state the culprit is (``losses`` for
+            ``losses.sum``): of several call sites of the method, those on that object
+            (``losses.update(loss, n)`` among ``batch_time.update(...)`` and others).
 
     Returns:
         ``(call, chain)``: the call statement a user would change (kind ``call``, its
@@ -308,6 +330,9 @@ def caller_statement(stmt: Statement, files: list[str]) -> tuple[Statement, list
         if feeding is None or func is None:
             break
         sites = _calls(search, func, cls)
+        if len(sites) > 1 and receiver is not None and cls is not None and not chain:
+            sites = [s for s in sites if isinstance(s[2].func, ast.Attribute)
+                     and ast.unparse(s[2].func.value) == receiver] or sites
         if len(sites) > 1:
             sites = [s for s in sites if s[5]] or sites
         if len(sites) != 1:
@@ -315,6 +340,7 @@ def caller_statement(stmt: Statement, files: list[str]) -> tuple[Statement, list
         file, tree, call, caller, caller_cls, loop = sites[0]
         args = [a for a in (_argument(call, func, cls, p) for p in sorted(feeding))
                 if a is not None and not isinstance(a, ast.Constant)]  # a constant carries nothing
+        args = [a for a in args if not _plain_number(a)] or args
         if not args:
             break
         lines = load_tree(file)
@@ -333,3 +359,16 @@ def caller_statement(stmt: Statement, files: list[str]) -> tuple[Statement, list
 def enclosing_function(tree: ast.Module, line: int) -> _Func | None:
     """The innermost function of ``tree`` containing ``line`` (None at module level)."""
     return _enclosing(tree, line)[0]
+
+
+def shared_method(stmt: Statement, files: list[str]) -> bool:
+    """Whether ``stmt`` sits in a method that the user's files call at more than one site
+    (a meter's ``update`` called for the loss and for the batch time): an edit of the
+    method's statement changes what every caller's values go through."""
+    parsed = load_tree(stmt.file)
+    if parsed is None:
+        return False
+    func, cls = _enclosing(parsed[0], stmt.line)
+    if func is None or cls is None:
+        return False
+    return len(_calls(list(dict.fromkeys([stmt.file, *files])), func, cls)) > 1

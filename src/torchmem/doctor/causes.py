@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from torchmem.doctor import edits as fix_edit
-from torchmem.doctor.call_sites import caller_statement
+from torchmem.doctor.call_sites import caller_statement, shared_method
 from torchmem.doctor.chained_attrs import chained_attribute, chained_text
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
@@ -250,8 +250,18 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         # (a data loader, a module) only the keeping statement can stop keeping
         handed_over = not (stmt is None or hooks or stats.kind == "grad" or (
             cause == "growing_container" and objects_only(stats.holds)))
-        site, passed_through = (caller_statement(stmt, _files(stats)) or (None, [])) \
-            if handed_over else (None, [])
+        site, passed_through = (caller_statement(stmt, _files(stats), _receiver(path, stmt))
+                                or (None, [])) if handed_over else (None, [])
+        if site is not None and site.kind == "call" and stats.holds \
+                and set(stats.holds) <= {"tensor", "0-dim tensor"} \
+                and shared_method(stmt, _files(stats)):
+            # a method every caller's values go through (a meter's `update` given floats
+            # too): the edit goes at this object's call, where the tensor is handed in
+            path_fix = fix_edit.path_fix(
+                cause, path, site, holds=stats.holds, culprit_type="Tensor",
+                has_graph=stats.grad_tensors > 0, scalar=scalar, is_tuple=False, hook=False,
+                owner_type=owner_type)
+            fix = path_fix.text
         # a dict handed over: the line that put the kept key's value into it
         origin = key_origin(site, path, _files(stats)) if site is not None else None
         if origin is not None and origin.value is not None and stats.holds \
@@ -379,6 +389,15 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                                          "heap_growth": g.total_growth, "bytes_measure": "heap",
                                          "own_bytes": f.bytes})
     return findings
+
+
+def _receiver(path: str, stmt: Statement | None) -> str | None:
+    """The object whose state the culprit is, when ``stmt`` writes it through ``self``:
+    ``losses`` for the culprit ``losses.sum`` kept by ``self.sum += val * n``."""
+    target = stmt.target if stmt is not None else None
+    if not target or not target.startswith("self.") or not path.endswith(target[4:]):
+        return None
+    return path[:len(path) - len(target) + 4] or None
 
 
 def _replace(f: Finding, **changes: Any) -> Finding:

@@ -153,6 +153,12 @@ def _located(src: _Source, stmt: Statement) -> tuple[ast.stmt, ast.AST | None] |
         elif stmt.kind in ("augassign", "setitem", "assign", "rebind") and \
                 isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             value = node.value
+        elif stmt.kind == "call" and isinstance(node, ast.Call) and stmt.value:
+            # the call that hands the kept value to a helper: the argument that carries it
+            value = next((a for a in [*node.args, *(k.value for k in node.keywords)]
+                          if ast.unparse(a) == stmt.value), None)
+            if value is None:
+                continue
         else:
             continue
         if value is None:
@@ -316,7 +322,7 @@ def propose_edit(cause: str, name: str, stmt: Statement | None, *, holds: tuple[
         edit = _wrap(src, stmt, outer, value, ".detach().clone()" if has_graph else ".clone()")
         return Proposal(edits=(edit,) if edit else (), refusal=None if edit else "the edit does not parse")
     suffixes = [".detach()"]
-    if holds == ("0-dim tensor",) and stmt.kind in ("add", "setitem") \
+    if holds == ("0-dim tensor",) and stmt.kind in ("add", "setitem", "call") \
             and tensor_method_call(stmt, name) is None:  # `sum(kept).item()` needs tensors
         suffixes = [".item()", ".detach()"]  # a number; .detach() when later code needs a tensor
     edits = tuple(e for e in (_wrap(src, stmt, outer, value, s) for s in suffixes) if e is not None)
