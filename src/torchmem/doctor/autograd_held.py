@@ -155,8 +155,8 @@ def _hooks_site(files: list[str]) -> Statement | None:
 def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: int,
                            explained: bool) -> list[Finding]:
     """A ``reference_cycle`` finding for memory autograd keeps (see the module docstring)."""
-    if explained or growth is None or growth.verdict != "growing":
-        return []
+    if explained or growth is None or growth.verdict != "growing" or growth.stretches:
+        return []  # a sawtooth: something lets go at each reset, not a graph nobody reaches
     if growth.bytes_per_step < MIN_PER_STEP or growth.r2 < MIN_R2:
         return []
     walked = [s for s in snaps if s.paths]

@@ -203,8 +203,8 @@ def untracked_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
                        backward_site: tuple[str, int, str] | None,
                        explained: bool) -> list[Finding]:
     """Heap growth that no path, no unreached tensor and no container explains."""
-    if explained or growth is None or growth.verdict != "growing":
-        return []
+    if explained or growth is None or growth.verdict != "growing" or growth.stretches:
+        return []  # a sawtooth: something the script holds lets go at each reset
     if growth.bytes_per_step < MIN_UNTRACKED_PER_STEP or growth.r2 < MIN_UNTRACKED_R2:
         return []
     series = _with(snaps)

@@ -90,8 +90,8 @@ def container_findings(snaps: Sequence[Snapshot], growth: Growth | None, steps: 
     """The container of Python objects that keeps the heap growing (see the module), or
     nothing. ``trains``: backward ran in most steps (a run that only infers collects its
     outputs by design: there only a cache keyed by input, :func:`memo_store`, is reported)."""
-    if explained or growth is None or growth.verdict != "growing":
-        return []
+    if explained or growth is None or growth.verdict != "growing" or growth.stretches:
+        return []  # judged on a steady line only
     if growth.bytes_per_step < MIN_UNTRACKED_PER_STEP or growth.r2 < MIN_UNTRACKED_R2:
         return []
     walked = [s for s in snaps if s.paths]

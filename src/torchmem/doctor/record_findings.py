@@ -90,7 +90,7 @@ def _grad_finding(checks: list[GradCheck], several: bool) -> list[Finding]:
                 "memory does not grow (gradients are summed in place): the updates are wrong, "
                 "each step applies the sum of all gradients so far")
     once = last.zero_site
-    if once is not None and not last.manual and last.optimizer_name \
+    if once is not None and several and not last.manual and last.optimizer_name \
             and receiver(once[2]) not in (None, last.optimizer_name):
         once = None  # another optimizer's zero_grad(): it does not clear these gradients
     if once is not None:  # zero_grad() ran, once, before the loop that runs the steps
