@@ -300,3 +300,41 @@ def test_a_method_that_floats_go_through_too_is_fixed_at_the_call_that_hands_in_
         "retained_graph", "losses.sum", 32)
     assert top["edit"]["statement"] == "losses.update(loss.item(), x.size(0))"
     assert top["verification"]["status"] == "verified", top["verification"]
+
+
+def test_a_setitem_every_column_goes_through_is_fixed_at_the_assignment_of_the_kept_key(doctor):
+    # `self.columns[name].append(value)` keeps the loss under "loss" and ints under "step"
+    # and "rows": `.detach()` there would raise for the ints. No edit is offered there;
+    # the edit goes to `log["loss"] = loss`, the one assignment under the kept key
+    script = Path(__file__).parent / "scripts_unit" / "collector_setitem_mixed_values.py"
+    data, _ = doctor.run_file(script, "--verify")
+    top = data["findings"][0]
+    assert (top["cause"], top["culprit"]["name"], top["culprit"]["line"]) == (
+        "retained_graph", "log.columns['loss']", 20)
+    assert top["edit"]["first_line"] == 20
+    assert top["edit"]["replacement"] == '    log["loss"] = loss.item()\n'
+    assert top["verification"]["status"] == "verified", top["verification"]
+
+
+def test_no_edit_of_a_statement_that_also_stores_numbers_into_a_sibling():
+    from torchmem.doctor.pathstats import PathStats
+    from torchmem.doctor.shared_targets import sibling_refusal
+    from torchmem.doctor.source import Statement
+
+    stmt = Statement("t.py", 10, "self.columns[name].append(value)", "add", "__setitem__",
+                     False, "value", "self.columns[name]", "append")
+    kept = PathStats(path="log.columns['loss']", kind="container", type="list", depth=2,
+                     root="log", holds=("0-dim tensor",))
+    rows = PathStats(path="log.columns['rows']", kind="container", type="list", depth=2,
+                     root="log", holds=("number",))
+    paths = {p.path: p for p in (kept, rows)}
+    assert "`log.columns['rows']`" in sibling_refusal("log.columns['loss']", stmt, paths)
+    # a constant key picks one entry: the statement stores into that entry alone
+    const = Statement("t.py", 10, "self.columns['loss'].append(value)", "add", "f",
+                      False, "value", "self.columns['loss']", "append")
+    assert sibling_refusal("log.columns['loss']", const, paths) is None
+    # siblings that hold tensors too: the edit is valid for every entry
+    tensors = dict(paths, **{"log.columns['rows']": PathStats(
+        path="log.columns['rows']", kind="container", type="list", depth=2, root="log",
+        holds=("tensor",))})
+    assert sibling_refusal("log.columns['loss']", stmt, tensors) is None

@@ -45,7 +45,7 @@ from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.evidence import Evidence, GarbageRecord, GradCheck
 from torchmem.doctor.fixes import TITLES
 from torchmem.doctor.held import grad_path_finding
-from torchmem.doctor.internals import binding_statement, describe, internal_owner
+from torchmem.doctor.internals import binding_statement, internal_owner
 from torchmem.doctor.list_ends import at_end, growing_end
 from torchmem.doctor.lru_caches import cache_finding
 from torchmem.doctor.path_trend import (
@@ -58,8 +58,10 @@ from torchmem.doctor.path_trend import (
     significant_growth,
 )
 from torchmem.doctor.rebind_sources import filled_from
+from torchmem.doctor.shared_targets import setitem_site, sibling_refusal
 from torchmem.doctor.key_origin import key_origin, last_key
 from torchmem.doctor.object_growth import collected_outputs
+from torchmem.doctor.path_evidence import evidence_lines
 from torchmem.doctor.stale_hooks import kept_handles, stale_hook_list
 from torchmem.doctor.source import Statement, find_statements
 from torchmem.doctor.statement_rank import best_statement
@@ -142,47 +144,6 @@ def _graphs_outweigh_views(cause: str, sig: dict[str, float], heap: Growth | Non
             and heap.bytes_per_step >= 2 * max(sig["bytes"], 1.0))
 
 
-def _evidence_lines(cause: str, stats: PathStats, sig: dict[str, float], first_step: int,
-                    last_step: int, owner_type: str | None = None,
-                   peak: int | None = None) -> list[str]:
-    lines = []
-    what = f"`{stats.path}` ({stats.type})"
-    if internal_owner(stats.path) is not None:
-        lines.append(describe(stats.path, owner_type, stats.type))
-    if stats.items is not None:
-        lines.append(f"{what} holds {stats.items} items ({sig['items']:+.2f} per step)")
-    if stats.tensors:
-        ex = f"; largest {stats.example}" if stats.example else ""
-        lines.append(f"reaches {stats.tensors} tensors ({stats.grad_tensors} with grad_fn) "
-                     f"of {format_bytes(stats.storage_bytes)}{ex}")
-    if stats.graph_nodes:
-        lines.append(f"keeps {stats.graph_nodes} autograd nodes alive ({sig['nodes']:+.1f} per step) "
-                     f"and {format_bytes(stats.saved_bytes)} of saved activations")
-    if cause == "eval_graph":
-        lines.append(f"{stats.live_nodes} of those nodes still hold their saved tensors: no "
-                     "backward() ever ran through them")
-    if cause == "hidden_state_chain":
-        lines.append(f"one tensor reaches {stats.max_chain} graph nodes: each step's graph "
-                     "links to the previous step's")
-    if cause == "view_pins_storage":
-        lines.append(f"the tensors use {format_bytes(stats.used_bytes)} but pin "
-                     f"{format_bytes(stats.storage_bytes)} of storage")
-    if stats.hooks:
-        lines.append(f"{stats.hooks} hooks registered ({sig['hooks']:+.1f} per step)")
-    if sig.get("resets"):
-        lines.append("it is emptied now and then (e.g. each epoch) but grows again after each "
-                     "reset: the peak grows with the epoch length")
-    if peak is not None and peak != last_step:
-        lines.append(f"measured at analysed steps up to {last_step}: it was largest at step "
-                     f"{peak}, with {format_bytes(stats.retained_bytes)} of tensor storage "
-                     f"(tensors and saved activations) reachable")
-        return lines
-    lines.append(f"measured at steps {first_step} and {last_step}: "
-                 f"{format_bytes(stats.retained_bytes)} of tensor storage (tensors and saved "
-                 f"activations) reachable at step {last_step}")
-    return lines
-
-
 def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                   paths: dict[str, PathStats], snapshot_steps: Sequence[int],
                   growth: dict[str, Growth], *, eval_pass: bool = False,
@@ -231,7 +192,8 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         path_fix = fix_edit.path_fix(
             cause, path, stmt, holds=stats.holds, culprit_type=stats.type,
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
-            is_tuple=stats.type in ("tuple", "list"), hook=hooks, owner_type=owner_type)
+            is_tuple=stats.type in ("tuple", "list"), hook=hooks, owner_type=owner_type,
+            refusal=sibling_refusal(path, stmt, paths))
         fix = path_fix.text
         # what grows is the state of the optimizers it keeps (each one's first step makes
         # it, with its parameters' gradients): no container edit frees that
@@ -252,6 +214,14 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             cause == "growing_container" and objects_only(stats.holds)))
         site, passed_through = (caller_statement(stmt, _files(stats), _receiver(path, stmt))
                                 or (None, [])) if handed_over else (None, [])
+        if site is None and handed_over and path_fix.proposal.edit is None:
+            site = setitem_site(path, stmt, _files(stats))  # `stat_col['loss'] = loss`
+            if site is not None:
+                path_fix = fix_edit.path_fix(
+                    cause, path, site, holds=stats.holds, culprit_type="Tensor",
+                    has_graph=stats.grad_tensors > 0, scalar=scalar, is_tuple=False,
+                    hook=False, owner_type=owner_type)
+                fix = path_fix.text
         if site is not None and site.kind == "call" and stats.holds \
                 and set(stats.holds) <= {"tensor", "0-dim tensor"} \
                 and shared_method(stmt, _files(stats)):
@@ -358,7 +328,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
                                 "hooks registered again every step") if hooks else TITLES[cause],
             device="cpu", bytes=at_end,
             bytes_per_step=round(rate, 1), culprit=culprit,
-            evidence=extra_evidence + tuple(_evidence_lines(
+            evidence=extra_evidence + tuple(evidence_lines(
                 cause, stats, sig, first_step, last_step, owner_type, (peaks or {}).get(path))),
             data=data, fix=fix,
             confidence="high" if stmt is not None or culprit.line is not None else "medium",

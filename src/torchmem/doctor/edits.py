@@ -374,11 +374,12 @@ class PathFix:
 
 def path_fix(cause: str, name: str, stmt: Statement | None, *, holds: tuple[str, ...],
              culprit_type: str | None, has_graph: bool, scalar: bool, is_tuple: bool,
-             hook: bool, owner_type: str | None = None) -> PathFix:
+             hook: bool, owner_type: str | None = None, refusal: str | None = None) -> PathFix:
     """The fix of a finding about the culprit ``name``: an edit of ``stmt`` when one is
     valid for what the culprit holds (see :func:`propose_edit`), advice otherwise; advice
     about the object when ``name`` goes inside an object implemented in C
-    (``stream.<internal list>``; ``owner_type``: that object's type name)."""
+    (``stream.<internal list>``; ``owner_type``: that object's type name). ``refusal``:
+    why no edit of ``stmt`` is valid, known beforehand (advice then)."""
     from torchmem.doctor.fixes import advice_text, edit_text, internal_advice
     from torchmem.doctor.internals import internal_owner
     from torchmem.doctor.value_kinds import objects_only
@@ -390,6 +391,7 @@ def path_fix(cause: str, name: str, stmt: Statement | None, *, holds: tuple[str,
                                         "no statement of the script stores into it"))
 
     proposal = Proposal(refusal="hooks are fixed where they are registered") if hook else \
+        Proposal(refusal=refusal) if refusal else \
         propose_edit(cause, name, stmt, holds=holds, culprit_type=culprit_type,
                      has_graph=has_graph)
     if proposal.edit is not None:
