@@ -86,6 +86,9 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # objects kept by a helper: its append, not the call that hands them over (a caller
     # can detach or reduce a tensor, not an object)
     ("objects_registry_helper.py", "growing_container", "registry.loaders", 10),
+    # a loop over parameters before the optimizer exists is the first step source; the
+    # parameters watched are found again among the optimizer's when the steps change
+    ("freeze_loop_then_no_zero_grad.py", "grad_not_cleared", "opt", 14),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)

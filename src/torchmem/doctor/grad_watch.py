@@ -81,8 +81,11 @@ class GradWatch:
         self._uncleared: dict[tuple[int, int], bool] = {}
 
     def reset(self) -> None:
-        """Forget a check in progress (the step source changed)."""
+        """Forget a check in progress and the parameters watched (the step source changed:
+        the parameters found at a loop's iterations before the optimizer existed, a
+        model's updated by hand, are found again among the optimizers' now)."""
         self._state = None
+        self._groups = []
         self._remove_hooks()
 
     def _remove_hooks(self) -> None:
