@@ -34,6 +34,7 @@ from torchmem.doctor.causes import Evidence, path_findings, path_signal, signifi
 from torchmem.doctor.culprit import PathStats, Snapshot, take_snapshot
 from torchmem.doctor.pass_containers import MIN_RISE, container_findings
 from torchmem.doctor.pass_sawtooth import sawtooth_findings
+from torchmem.doctor.pass_statement import statement_findings
 
 __all__ = ["PassEvidence", "MAX_PASSES"]
 
@@ -124,9 +125,14 @@ class PassEvidence:
         out += [f for f in container_findings(self.passes, self.readings, self.grad,
                                               training or [], self._opened_by())
                 if f.culprit is None or f.culprit.name not in named]
-        return out + [f for f in self._graph_findings()
-                      if f.culprit is None or f.culprit.name not in
-                      {g.culprit.name for g in out if g.culprit is not None}]
+        out += [f for f in self._graph_findings()
+                if f.culprit is None or f.culprit.name not in
+                {g.culprit.name for g in out if g.culprit is not None}]
+        if not any(f.data.get("phase") == "eval-grad" for f in out):
+            # graphs kept by a collection no name holds yet: the statement that builds it
+            out += statement_findings(self.passes, self.readings, self.grad, self.ends,
+                                      self._opened_by())
+        return out
 
     def _graph_findings(self) -> list[Any]:
         growing: dict[str, dict[str, float]] = {}
