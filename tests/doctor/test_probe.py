@@ -89,6 +89,9 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # a loop over parameters before the optimizer exists is the first step source; the
     # parameters watched are found again among the optimizer's when the steps change
     ("freeze_loop_then_no_zero_grad.py", "grad_not_cleared", "opt", 14),
+    # every model trained in turn stays a key of an unbounded cache, with its parameters:
+    # dict keys are walked, and a module no top-level name owns counts its parameters
+    ("cache_keyed_by_models.py", "growing_container", "layer_names", 7),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)
@@ -163,7 +166,8 @@ def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it
 @pytest.mark.parametrize("script", ["healthy_plateau.py", "healthy_accum.py",
                                     "healthy_fisher_no_update.py", "healthy_leaf_grad_sum.py",
                                     "healthy_clip_zero_inplace.py", "healthy_numpy_bounded.py",
-                                    "healthy_trials_results_only.py"])
+                                    "healthy_trials_results_only.py",
+                                    "healthy_cache_keyed_by_names.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

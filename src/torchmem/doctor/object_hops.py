@@ -85,6 +85,11 @@ class ObjectHops:
                 s, t = self._child(child, shown, "attribute", parent, tracked,
                                    depth + 1, root, owner=mod)
                 push((child, s, t, depth + 1))
+        for param in mod._parameters.values():
+            if param is not None:  # counted only when no top-level name owns the module
+                self._tensor(param, tracked, param=True)  # type: ignore[attr-defined]
+                if param.grad is not None:
+                    self._tensor(param.grad, tracked)  # type: ignore[attr-defined]
         for name, buf in mod._buffers.items():
             if buf is not None and buf.grad_fn is not None:
                 s, t = self._child(buf, f"{base}.{name}", "attribute", parent, tracked,

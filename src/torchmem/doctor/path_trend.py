@@ -311,6 +311,8 @@ def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats])
         while True:
             if paths[current].kind == "hook" and growing[current].get("hooks", 0.0) > 0:
                 break  # hooks registered again and again: the dict, not what one hook keeps
+            if paths[current].cache is not None:
+                break  # an lru_cache wrapper: the cache is the culprit, not its C internals
             kids = _children(current, growing, paths)
             best = max(kids, key=lambda k: _score(growing[k]), default=None)
             if best is None or _score(growing[best]) < 0.7 * _score(growing[current]):

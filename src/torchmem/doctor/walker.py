@@ -119,9 +119,12 @@ class _Walker(ObjectHops):
             setattr(s, attr, getattr(s, attr) + value)
 
     # -- tensors and graphs -------------------------------------------------------
-    def _tensor(self, t: torch.Tensor, tracked: list[PathStats]) -> None:
+    def _tensor(self, t: torch.Tensor, tracked: list[PathStats], param: bool = False) -> None:
+        """Count ``t`` for the tracked paths once per storage. Parameters count only when
+        reached as a module's own (``param``): a model no top-level name owns (kept in a
+        cache's keys, a list of trials) keeps them; elsewhere a parameter is the model's."""
         key = _fast_key(t)
-        if key is None or key in self.owned or type(t) in _PARAM_TYPES:
+        if key is None or key in self.owned or (type(t) in _PARAM_TYPES and not param):
             return
         if key not in self.storages:
             self.storages.add(key)
@@ -268,6 +271,9 @@ class _Walker(ObjectHops):
                 continue
             if isinstance(obj, dict):
                 track_keys = len(obj) <= _MAX_KEYS_TRACKED
+                for key in obj:  # keys keep what they hold too (a cache keyed by models)
+                    if not isinstance(key, _ATOMIC):
+                        push((key, parent, tracked, depth))
                 for key, value in list(obj.items()):
                     if isinstance(value, _ATOMIC):
                         continue
