@@ -318,8 +318,31 @@ def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats])
             if best is None or _score(growing[best]) < 0.7 * _score(growing[current]):
                 break
             current = best
-        chosen.append(_hook_dict(current, growing, paths))
+        chosen.append(_spread_attribute(_hook_dict(current, growing, paths), growing, paths))
     return chosen
+
+
+def _spread_attribute(path: str, growing: dict[str, dict[str, float]],
+                      paths: dict[str, PathStats]) -> str:
+    """For an object whose growth is spread over the same attributes of several objects of
+    one class below it (each activation module's ``self.running_mean`` rebound with a
+    graph: no one child explains 70%), the largest of those growing attributes: the
+    statement that grows them is that class's, and it is found from any of them. Any other
+    path is returned as it is."""
+    below = [p for p in growing if p != path and p.startswith(path)
+             and p[len(path):len(path) + 1] in (".", "[") and p in paths]
+    leaves = [p for p in below if not _children(p, growing, paths)
+              and paths[p].kind == "attribute" and "." in p[len(path):]]
+    if len(leaves) < 2 or len(leaves) != len([p for p in below if not _children(p, growing, paths)]):
+        return path
+    owners = {p.rsplit(".", 1)[0] for p in leaves}
+    owner_types = {paths[o].type for o in owners if o in paths}
+    names = {p.rsplit(".", 1)[1] for p in leaves}
+    if len(owners) < 2 or len(owner_types) != 1 or any(o not in paths for o in owners) \
+            or any({p.rsplit(".", 1)[1] for p in leaves if p.startswith(o + ".")} != names
+                   for o in owners):
+        return path
+    return max(leaves, key=lambda p: _score(growing[p]))
 
 
 def _hook_dict(path: str, growing: dict[str, dict[str, float]], paths: dict[str, PathStats]) -> str:
