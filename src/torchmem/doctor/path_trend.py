@@ -325,9 +325,11 @@ def _culprits(growing: dict[str, dict[str, float]], paths: dict[str, PathStats])
 def _spread_attribute(path: str, growing: dict[str, dict[str, float]],
                       paths: dict[str, PathStats]) -> str:
     """For an object whose growth is spread over the same attributes of several objects of
-    one class below it (each activation module's ``self.running_mean`` rebound with a
-    graph: no one child explains 70%), the largest of those growing attributes: the
-    statement that grows them is that class's, and it is found from any of them. Any other
+    one class below it, each an attribute itself (each activation module's
+    ``self.running_mean`` rebound with a graph: no one child explains 70%), the largest of
+    those growing attributes: the statement that grows them is that class's, and it is
+    found from any of them. Objects kept as entries of a container (meters filled per
+    key) stay named as the container, where the call that fills them is found. Any other
     path is returned as it is."""
     below = [p for p in growing if p != path and p.startswith(path)
              and p[len(path):len(path) + 1] in (".", "[") and p in paths]
@@ -336,9 +338,11 @@ def _spread_attribute(path: str, growing: dict[str, dict[str, float]],
     if len(leaves) < 2 or len(leaves) != len([p for p in below if not _children(p, growing, paths)]):
         return path
     owners = {p.rsplit(".", 1)[0] for p in leaves}
-    owner_types = {paths[o].type for o in owners if o in paths}
+    if any(o not in paths or paths[o].kind != "attribute" for o in owners):
+        return path  # entries of a container (objects filled per key) are named as one
+    owner_types = {paths[o].type for o in owners}
     names = {p.rsplit(".", 1)[1] for p in leaves}
-    if len(owners) < 2 or len(owner_types) != 1 or any(o not in paths for o in owners) \
+    if len(owners) < 2 or len(owner_types) != 1 \
             or any({p.rsplit(".", 1)[1] for p in leaves if p.startswith(o + ".")} != names
                    for o in owners):
         return path
