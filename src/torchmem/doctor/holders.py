@@ -60,13 +60,13 @@ class _HolderWalker(_Walker):
     def _optimizer_state(self, opt: torch.optim.Optimizer, tracked: list[Any]) -> None:
         """Not walked: the census names optimizer state by its role (``exp_avg of ...``)."""
 
-    def _tensor(self, t: torch.Tensor, tracked: list[Any]) -> None:
+    def _tensor(self, t: torch.Tensor, tracked: list[Any], param: bool = False) -> None:
         path = tracked[-1].path if tracked else None
         key = _fast_key(t)
         if key is not None and key in self.targets and key not in self.found and path:
             self.found[key] = path
         self.current = path
-        super()._tensor(t, tracked)
+        super()._tensor(t, tracked, param)
 
 
 def holder_paths(keys: Iterable[int], frame: types.FrameType | None,
