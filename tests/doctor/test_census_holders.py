@@ -431,3 +431,13 @@ def test_ties_and_natural_order_helpers():
     assert _with_ties(rows, 9, words) == rows
     assert _with_ties(rows, 0, words) == []
     assert sorted(["xs[10]", "xs[2]", "xs[1]"], key=_natural) == ["xs[1]", "xs[2]", "xs[10]"]
+
+
+def test_models_no_name_owns_are_walked_by_the_census_without_error(doctor):
+    # the models kept as keys of an unbounded cache: the allocation sites of `--lines`
+    # name their holders with the census's walker, which walks every module's own
+    # parameters too (the walk's flag for them reaches that walker), and completes
+    script = Path(__file__).parent / "scripts_unit" / "cache_keyed_by_models.py"
+    data, _ = doctor.run_file(script, "--no-verify", "--lines")
+    assert not [n for n in data["notes"] if "analysis incomplete" in n], data["notes"]
+    assert data["findings"][0]["culprit"]["name"] == "layer_names"
