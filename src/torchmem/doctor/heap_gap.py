@@ -141,7 +141,7 @@ def heap_gap_findings(steps: Sequence[Any], heap: Growth | None, snaps: Sequence
     nothing), so a heap that grows with RSS is memory kept per input shape."""
     if explained or heap is None or heap.device != "cpu":
         return []
-    grows = heap.verdict == "growing"
+    grows = heap.verdict == "growing" and not heap.stretches  # a sawtooth falls back
     if grows and not per_shape:
         return []
     points = [(r.step, float(r.rss)) for r in steps if r.rss is not None and "cpu" in r.used]
