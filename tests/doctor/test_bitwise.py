@@ -172,3 +172,44 @@ def test_gradient_checks_leave_accumulated_gradients_bit_identical(tmp_path):
     assert len(plain.stdout.splitlines()) == 40
     assert doctor.stdout == plain.stdout
     assert "40 steps" in doctor.stderr
+
+
+TWO_OPTIMIZERS = '''\
+import torch
+from torch import nn
+
+torch.manual_seed(7)
+gen = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 16))
+critic = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+opt_gen = torch.optim.Adam(gen.parameters(), lr=1e-3)
+opt_critic = torch.optim.SGD(critic.parameters(), lr=1e-2, momentum=0.9)
+for step in range(40):
+    real = torch.randn(16, 16)
+    fake = gen(torch.randn(16, 8))
+    critic.zero_grad()
+    c_loss = critic(fake.detach()).mean() - critic(real).mean()
+    c_loss.backward()
+    opt_critic.step()
+    opt_gen.zero_grad()
+    g_loss = -critic(fake).mean()
+    g_loss.backward()
+    opt_gen.step()
+    print(float(c_loss).hex(), float(g_loss).hex())
+print(float(sum(p.double().sum() for p in critic.parameters())).hex())
+'''
+
+
+@pytest.mark.slow
+def test_gradient_checks_of_two_optimizers_leave_training_bit_identical(tmp_path):
+    """One gradient check per optimizer (hooks on each one's parameters, the optimizer a
+    `zero_grad()` clears, a module's `zero_grad()` included) changes no gradient or update."""
+    (tmp_path / "train.py").write_text(TWO_OPTIMIZERS, encoding="utf-8")
+    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=600)
+    doctor = subprocess.run([sys.executable, "-m", "torchmem", "doctor", "--no-verify",
+                             "train.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=600)
+    assert plain.returncode == 0 and doctor.returncode == 0, doctor.stderr[-2000:]
+    assert len(plain.stdout.splitlines()) == 41
+    assert doctor.stdout == plain.stdout
+    assert "grad_not_cleared" not in doctor.stderr  # each optimizer is cleared every step
