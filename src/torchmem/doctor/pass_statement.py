@@ -31,7 +31,6 @@ from torchmem.analyze.growth import detect_pass_growth
 from torchmem.doctor.pathstats import Snapshot
 from torchmem.doctor.source import load_tree
 from torchmem.model.capture import Culprit, Finding
-from torchmem.units import format_bytes
 
 __all__ = ["statement_findings", "MIN_PASSES"]
 
@@ -97,6 +96,5 @@ def statement_findings(passes: dict[int, list[Snapshot]], readings: dict[int, li
         culprit=Culprit(name=target, kind="local", file=file, line=stmt.lineno, code=code),
         evidence=evidence, fix=fix, fix_kind="advice",
         data={"phase": "eval-grad", "passes": judged, "pass_rise": verdict.total_growth,
-              "step_unit": "top-level module call in evaluation",
-              "pass_rise_text": format_bytes(verdict.total_growth)},
+              "step_unit": "top-level module call in evaluation"},
         confidence="high" if judged >= 3 else "medium")]
