@@ -174,8 +174,11 @@ def statement_spans(source: str, lines: list[int]) -> list[tuple[int, int]]:
 
 
 def run_lint(files: list[Path], select: str) -> dict[Path, list[dict]]:
-    """Lint every file with the real CLI; return the JSON violations per resolved path."""
-    cmd = [sys.executable, "-m", "torchmem", "lint", "--select", select, "--format", "json",
+    """Lint every file with the real CLI; return the JSON violations per resolved path.
+
+    An empty ``select`` keeps the rules that are on by default."""
+    cmd = [sys.executable, "-m", "torchmem", "lint", *(["--select", select] if select else []),
+           "--format", "json",
            "--isolated", "--no-respect-gitignore", "--exit-zero", "-j", "1",
            *[str(f) for f in files]]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
