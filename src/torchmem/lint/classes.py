@@ -68,7 +68,8 @@ def class_attrs(ctx: Context, node: ast.ClassDef) -> dict[str, int]:
 
 def is_module_class(node: ast.ClassDef, ctx: Context) -> bool:
     """Whether a class is an ``nn.Module``: it defines ``forward()`` or derives from a
-    module class (``torch.nn.*``, a module class of this file, ``*Module``)."""
+    module class (``torch.nn.*``, a module class of this file, ``*Module`` but not a
+    Lightning-style ``*DataModule``)."""
     if any(type(s) in _FUNC_TYPES and s.name == "forward" for s in node.body):  # type: ignore[attr-defined]
         return True  # only modules define forward()
     for base in node.bases:
@@ -78,7 +79,8 @@ def is_module_class(node: ast.ClassDef, ctx: Context) -> bool:
         qual = ctx.qualname(base) or key
         tail = last_name(qual)
         if qual.startswith("torch.nn") or tail in ctx.module_classes or tail in (
-                "Module", "LightningModule", "PreTrainedModel") or tail.endswith("Module"):
+                "Module", "LightningModule", "PreTrainedModel") or (
+                tail.endswith("Module") and not tail.endswith("DataModule")):
             return True
     return False
 

@@ -8,7 +8,8 @@ Families (the hundreds digit of the code):
   :mod:`~torchmem.lint.rules.lightning`, TMM106 in
   :mod:`~torchmem.lint.rules.devices`, TMM107 in :mod:`~torchmem.lint.rules.function_ctx`, TMM108 in
   :mod:`~torchmem.lint.rules.hook_records`, TMM109 in
-  :mod:`~torchmem.lint.rules.loaded_checkpoint`).
+  :mod:`~torchmem.lint.rules.loaded_checkpoint`, TMM110 and TMM111 in
+  :mod:`~torchmem.lint.rules.memoizers`, TMM112 in :mod:`~torchmem.lint.rules.hook_repeats`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -29,10 +30,12 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     function_ctx,
     graph,
     hook_records,
+    hook_repeats,
     intermediates,
     lightning,
     loaded_checkpoint,
     loops,
+    memoizers,
     opinionated,
     recurrent,
     retain,

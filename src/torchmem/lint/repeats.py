@@ -1,0 +1,171 @@
+"""Which functions of a file run again and again: called from a loop, directly or through
+other functions and constructors of the same file (no torch).
+
+A loop's call counts when none of its arguments mentions the loop's own variables, the
+loop has no ``break`` of its own and no ``if`` around the call tests those variables
+(``if rank == r:`` runs for one pass): the
+``for trial in range(40): MRFI(model, cfg)`` loop makes a new object from the same inputs on
+every pass, while ``for layer in layers: Probe(layer)`` makes one per layer. From each such
+call the set grows through the file's own code: a function called by a repeated function
+is repeated; a class constructed there runs its ``__init__`` (its own, or that of a base
+class of the file) again, and the methods ``__init__`` calls on ``self``.
+
+:func:`repeated` maps each repeated function node to the line of the loop call that starts
+its chain, computed once per file.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from torchmem.lint.facts import key_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchmem.lint.context import Context
+
+__all__ = ["repeated", "loop_names", "breaks"]
+
+_SCRATCH = "repeats"
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def loop_names(loop: ast.AST) -> frozenset[str]:
+    """The names a loop binds on each pass (its ``for`` target; none for ``while``)."""
+    target = getattr(loop, "target", None)
+    return frozenset(n.id for n in ast.walk(target) if type(n) is ast.Name) \
+        if target is not None else frozenset()
+
+
+def breaks(loop: ast.AST) -> bool:
+    """Whether ``loop`` has a ``break`` of its own (not of a nested loop)."""
+    stack = list(loop.body)  # type: ignore[attr-defined]
+    while stack:
+        node = stack.pop()
+        if type(node) is ast.Break:
+            return True
+        if type(node) in _LOOPS or type(node) in _FUNCS or type(node) is ast.ClassDef:
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+class _File:
+    """The file's functions and classes, by name."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.functions: dict[str, ast.AST] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.methods: dict[tuple[str, str], ast.AST] = {}
+        self.owner: dict[int, str] = {}  # id(method) -> class name
+        for node in tree.body:
+            if type(node) in _FUNCS:
+                self.functions[node.name] = node  # type: ignore[attr-defined]
+            elif type(node) is ast.ClassDef:
+                self.classes[node.name] = node
+                for item in node.body:
+                    if type(item) in _FUNCS:
+                        self.methods[(node.name, item.name)] = item  # type: ignore[attr-defined]
+                        self.owner[id(item)] = node.name
+
+    def method(self, cls: str, name: str, seen: frozenset[str] = frozenset()) -> ast.AST | None:
+        """``cls.name``, looked up through the base classes of the file."""
+        found = self.methods.get((cls, name))
+        if found is not None or cls in seen:
+            return found
+        node = self.classes.get(cls)
+        for base in node.bases if node is not None else ():
+            key = key_of(base)
+            if key is not None and key in self.classes:
+                found = self.method(key, name, seen | {cls})
+                if found is not None:
+                    return found
+        return None
+
+    def callees(self, call: ast.Call, cls: str | None) -> list[ast.AST]:
+        """The functions of the file that ``call`` runs: a function, a class's ``__init__``,
+        a method called on ``self`` inside class ``cls``, or a base class's method called
+        through ``super()``."""
+        func = call.func
+        if type(func) is ast.Name:
+            if func.id in self.functions:
+                return [self.functions[func.id]]
+            if func.id in self.classes:
+                init = self.method(func.id, "__init__")
+                return [init] if init is not None else []
+        elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
+                func.value.id == "self" and cls is not None:
+            found = self.method(cls, func.attr)
+            return [found] if found is not None else []
+        elif type(func) is ast.Attribute and type(func.value) is ast.Call and \
+                type(func.value.func) is ast.Name and func.value.func.id == "super" and \
+                cls is not None and cls in self.classes:
+            for base in self.classes[cls].bases:  # super().__init__(...): a base's method
+                key = key_of(base)
+                found = self.method(key, func.attr, frozenset({cls})) if key else None
+                if found is not None:
+                    return [found]
+        return []
+
+
+def _loop_calls(scope: ast.AST) -> list[ast.Call]:
+    """Calls inside loops of ``scope`` (not of nested functions) whose arguments do not
+    mention the names their loops bind."""
+    out: list[ast.Call] = []
+    stack: list[tuple[ast.AST, frozenset[str] | None]] = [
+        (child, None) for child in ast.iter_child_nodes(scope)]
+    while stack:
+        node, bound = stack.pop()
+        kind = type(node)
+        if kind in _FUNCS or kind is ast.ClassDef or kind is ast.Lambda:
+            continue
+        if kind in _LOOPS:
+            if breaks(node):
+                continue  # runs until a first match: not once per pass
+            inner = (bound or frozenset()) | loop_names(node)
+            stack.extend((child, inner) for child in node.body + node.orelse)  # type: ignore[attr-defined]
+            test = getattr(node, "test", None)
+            if test is not None:
+                stack.append((test, inner))
+            stack.extend((child, bound) for child in (getattr(node, "iter", None),) if child)
+            continue
+        if bound is not None and kind is ast.If and any(
+                type(n) is ast.Name and n.id in bound for n in ast.walk(node.test)):  # type: ignore[attr-defined]
+            continue  # if rank == r: ... runs for one pass of the loop
+        if bound is not None and kind is ast.Call:
+            names = {n.id for a in [*node.args, *(k.value for k in node.keywords)]  # type: ignore[attr-defined]
+                     for n in ast.walk(a) if type(n) is ast.Name}
+            if not names & bound:
+                out.append(node)  # type: ignore[arg-type]
+        stack.extend((child, bound) for child in ast.iter_child_nodes(node))
+    return out
+
+
+def repeated(ctx: Context) -> dict[int, int]:
+    """``id(function node) -> line`` of the loop call that makes it run repeatedly."""
+    memo = ctx.scratch.get(_SCRATCH)
+    if memo is not None:
+        return memo
+    memo = {}
+    tree = ctx.tree
+    if tree is not None:
+        file = _File(tree)
+        scopes: list[tuple[ast.AST, str | None]] = [(tree, None)]
+        scopes += [(f, None) for f in file.functions.values()]
+        scopes += [(m, file.owner[id(m)]) for m in file.methods.values()]
+        work: list[tuple[ast.AST, int]] = []
+        for scope, cls in scopes:
+            for call in _loop_calls(scope):
+                work.extend((callee, call.lineno) for callee in file.callees(call, cls))
+        while work:
+            fn, line = work.pop()
+            if id(fn) in memo:
+                continue
+            memo[id(fn)] = line
+            cls = file.owner.get(id(fn))
+            for call in ast.walk(fn):
+                if type(call) is ast.Call:
+                    work.extend((callee, line) for callee in file.callees(call, cls))
+    ctx.scratch[_SCRATCH] = memo
+    return memo
