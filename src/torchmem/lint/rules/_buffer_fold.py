@@ -6,13 +6,16 @@ with history, and each call chains its graph (and the activations the input's gr
 saved) onto the buffer's previous value, which lives as long as the module. The fix is
 ``mean.detach()`` (or the update under ``torch.no_grad()``).
 
-What counts: an update of ``self.<name>``, registered with ``register_buffer`` in the
-class, that decays its old value as a running statistic does (an in-place chain with
+What counts: an update of ``self.<name>`` (or of an item of it, ``self.<name>[:, 0] = ...``),
+registered with ``register_buffer`` in the class or a base class of the file, or a running
+statistic inherited from a torch normalisation layer (``class MyBN(nn.BatchNorm2d)``), that
+decays its old value as a running statistic does (an in-place chain with
 ``mul_`` or ``lerp_``: ``self.m.mul_(1 - k).add_(x)``; ``self.m = (1 - k) * self.m + ...``,
 ``self.m.copy_((1 - k) * self.m + ...)``;
-a plain running sum ``self.m = self.m + x`` is not read), in ``forward`` of an ``nn.Module`` class that has parameters of its own (a layer
-inside a trained network, whose inputs are activations with a graph: a module without
-parameters may be an input normaliser fed plain data), outside ``torch.no_grad()``, and an
+a plain running sum ``self.m = self.m + x`` is not read), in ``forward`` of an ``nn.Module`` class that is a layer inside a trained network, whose
+inputs are activations with a graph: it has parameters of its own, derives from a torch
+normalisation layer, or another class of the file builds it (a module without parameters
+used on its own may be an input normaliser fed plain data), outside ``torch.no_grad()``, and an
 argument computed from a parameter of ``forward`` with no ``.detach()``, ``.data`` or
 ``.item()`` on the way. A forward that detaches the buffer itself
 (``self.running_mean = self.running_mean.detach()``) drops the previous call's graph on
@@ -24,7 +27,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.facts import key_of
 from torchmem.lint.kinds import LEAF
+from torchmem.lint.knowledge import last_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
@@ -39,22 +44,73 @@ _CLEAN = frozenset({"detach", "item", "tolist", "numpy", "float", "int", "len", 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _buffers(cls: ast.ClassDef) -> frozenset[str]:
-    """Names registered with ``self.register_buffer("name", ...)`` in the class."""
+#: torch classes whose instances have running statistics as buffers (and affine parameters)
+_TORCH_NORMS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
+                          "_BatchNorm", "_NormBase", "InstanceNorm1d", "InstanceNorm2d",
+                          "InstanceNorm3d", "_InstanceNorm"})
+_NORM_BUFFERS = frozenset({"running_mean", "running_var"})
+
+
+def _lineage(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> list[ast.ClassDef | str]:
+    """The class, its base classes of the file (transitively) and the names of the others."""
+    out: list[ast.ClassDef | str] = []
+    stack: list[ast.ClassDef | str] = [cls]
+    seen: set[str] = set()
+    while stack:
+        node = stack.pop()
+        name = node if isinstance(node, str) else node.name
+        if name in seen:
+            continue
+        seen.add(name)
+        out.append(node)
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                key = last_name(key_of(base) or "")
+                stack.append(classes.get(key, key))
+    return out
+
+
+def _buffers(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> frozenset[str]:
+    """Names registered with ``self.register_buffer("name", ...)`` in the class or a base
+    class of the file, and the running statistics of a torch normalisation base."""
     out = set()
-    for node in ast.walk(cls):
-        if type(node) is ast.Call and type(node.func) is ast.Attribute and \
-                node.func.attr == "register_buffer" and node.args and \
-                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            out.add(node.args[0].value)
+    for node in _lineage(cls, classes):
+        if isinstance(node, str):
+            if node in _TORCH_NORMS:
+                out |= _NORM_BUFFERS
+            continue
+        for call in ast.walk(node):
+            if type(call) is ast.Call and type(call.func) is ast.Attribute and \
+                    call.func.attr == "register_buffer" and call.args and \
+                    isinstance(call.args[0], ast.Constant) and \
+                    isinstance(call.args[0].value, str):
+                out.add(call.args[0].value)
     return frozenset(out)
 
 
+def _inside_network(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> bool:
+    """Whether the class derives from a torch normalisation layer, or another class of the
+    file builds it in its ``__init__`` (``self.bn = bn(c)``): a layer of a network, whose
+    inputs are activations."""
+    if any(isinstance(n, str) and n in _TORCH_NORMS for n in _lineage(cls, classes)):
+        return True
+    for other in classes.values():
+        if other is cls:
+            continue
+        for node in ast.walk(other):
+            if type(node) is ast.Call and last_name(key_of(node.func) or "") == cls.name:
+                return True
+    return False
+
+
 def _self_attribute(target: ast.expr) -> str | None:
-    """The ``X`` of ``self.X`` at the bottom of ``target``: ``self.X`` itself, or the
-    receiver of an in-place chain on it (``self.X.mul_(m).add_``); else None."""
+    """The ``X`` of ``self.X`` at the bottom of ``target``: ``self.X`` itself, an item of
+    it (``self.X[:, 0]``), or the receiver of an in-place chain on it
+    (``self.X.mul_(m).add_``); else None."""
     recv = target.value if type(target) is ast.Attribute and target.attr in _INPLACE \
         else target  # type: ignore[attr-defined]
+    if type(recv) is ast.Subscript:
+        recv = recv.value
     while type(recv) is ast.Call and type(recv.func) is ast.Attribute and \
             recv.func.attr in _INPLACE:  # type: ignore[attr-defined]
         recv = recv.func.value  # type: ignore[attr-defined]
@@ -65,6 +121,9 @@ def _self_attribute(target: ast.expr) -> str | None:
 
 
 def _is_self(node: ast.AST, name: str) -> bool:
+    """``self.name``, or an item of it (``self.name[:, 0]``)."""
+    if type(node) is ast.Subscript:
+        node = node.value
     return type(node) is ast.Attribute and type(node.value) is ast.Name and \
         node.value.id == "self" and node.attr == name
 
@@ -154,16 +213,17 @@ def buffer_fold(node: ast.AST, ctx: Context) -> tuple[str, ast.expr] | None:
         return None
     memo = ctx.scratch.setdefault(_SCRATCH, {})
     if id(cls) not in memo:
-        own = any(kind & LEAF for kind in (ctx.class_attrs or {}).values())
-        memo[id(cls)] = _buffers(cls) if own else frozenset()
+        classes = ctx.summaries.classes
+        own = any(kind & LEAF for kind in (ctx.class_attrs or {}).values()) or \
+            _inside_network(cls, classes)
+        memo[id(cls)] = _buffers(cls, classes) if own else frozenset()
     if not memo[id(cls)]:
         return None
     if type(node) is ast.Call:
         name = _buffer(target, memo[id(cls)], values)  # type: ignore[arg-type]
     else:
-        name = target.attr if type(target) is ast.Attribute and type(target.value) is \
-            ast.Name and target.value.id == "self" and target.attr in memo[id(cls)] and \
-            _decayed(values[0], target.attr) else None
+        attr = _self_attribute(target)
+        name = attr if attr in memo[id(cls)] and _decayed(values[0], attr) else None
     if name is None or _cut(fn.node, name):
         return None
     args = fn.node.args  # type: ignore[attr-defined]
