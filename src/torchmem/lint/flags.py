@@ -9,7 +9,8 @@ call walks only the branch the flag takes, and its returned total is the loss it
 differentiated.
 
 A parameter counts as a flag when the function tests it bare (``if cross_valid:``, ``if not
-cross_valid:``) and never rebinds it; its value at a call is the constant (``True``,
+cross_valid:``) or switches autograd with it (``with torch.set_grad_enabled(track_gradient):``)
+and never rebinds it; its value at a call is the constant (``True``,
 ``False``, ``None``) passed for it, by position or keyword, or else its constant default.
 The flags travel with the argument kinds of the summary (as ``"?name"`` entries, so that
 each combination is summarised once) and only the walk of that summary prunes branches: the
@@ -26,7 +27,7 @@ from torchmem.lint.children import body_fields, child_nodes
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["branches", "call_flags", "enter", "leave"]
+__all__ = ["branches", "call_flags", "enter", "grad_switch", "leave"]
 
 _SCRATCH_TESTED = "flags.tested"
 _SCRATCH_ACTIVE = "flags.active"
@@ -38,6 +39,26 @@ def _flag_name(test: ast.expr) -> str | None:
     if type(test) is ast.UnaryOp and type(test.op) is ast.Not:  # type: ignore[attr-defined]
         test = test.operand  # type: ignore[attr-defined]
     return test.id if type(test) is ast.Name else None  # type: ignore[attr-defined]
+
+
+_SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+
+
+def _grad_switch(expr: ast.expr, ctx: Context) -> str | None:
+    """``name`` for ``torch.set_grad_enabled(name)``, else None."""
+    if type(expr) is ast.Call and expr.args and type(expr.args[0]) is ast.Name and \
+            ctx.qualname(expr.func) in _SET_GRAD:
+        return expr.args[0].id
+    return None
+
+
+def grad_switch(expr: ast.expr, ctx: Context) -> bool | None:
+    """The value of the flag in ``torch.set_grad_enabled(flag)`` in a summary specialised on
+    that flag (``train_step(data)`` with ``track_gradient=True`` by default), else None."""
+    name = _grad_switch(expr, ctx)
+    active = ctx.scratch.get(_SCRATCH_ACTIVE) if name is not None else None
+    flags = active.get(id(ctx.fn.node)) if active and ctx.fn is not None else None
+    return flags.get(name) if flags else None
 
 
 def _tested(node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> frozenset[str]:
@@ -61,6 +82,11 @@ def _tested(node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> froze
             name = _flag_name(sub.test)  # type: ignore[attr-defined]
             if name in params:
                 tested.add(name)  # type: ignore[arg-type]
+        elif t is ast.With or t is ast.AsyncWith:
+            for item in sub.items:  # type: ignore[attr-defined]
+                name = _grad_switch(item.context_expr, ctx)
+                if name in params:
+                    tested.add(name)  # type: ignore[arg-type]
         for block in body_fields(t):
             todo.extend(getattr(sub, block))
     if tested:  # then every name the function's own scope binds

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint import flags
 from torchmem.lint.facts import key_of
 from torchmem.lint.kinds import MODEL, TYPE, VALUE
 from torchmem.lint.knowledge import ENABLE_GRAD_CONTEXTS, NO_GRAD_CONTEXTS
@@ -74,7 +75,8 @@ def requires_grad(ctx: Context, target: ast.expr, value: ast.expr | None) -> Non
 
 def grad_delta(ctx: Context, expr: ast.expr) -> int:
     """+1 for a context manager that disables autograd recording, -10000 for one that
-    enables it, else 0."""
+    enables it, else 0. ``torch.set_grad_enabled(flag)`` counts as disabling unless a
+    summary specialised on the flag knows it is true."""
     func = expr.func if type(expr) is ast.Call else expr
     qual = ctx.qualname(func)
     if qual in NO_GRAD_CONTEXTS:
@@ -83,6 +85,7 @@ def grad_delta(ctx: Context, expr: ast.expr) -> int:
         return -10_000
     if qual in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
         arg = expr.args[0] if type(expr) is ast.Call and expr.args else None
-        if not (isinstance(arg, ast.Constant) and arg.value is True):
-            return 1
+        if isinstance(arg, ast.Constant) and arg.value is True:
+            return 0
+        return 0 if flags.grad_switch(expr, ctx) else 1
     return 0
