@@ -1,9 +1,9 @@
 """Which functions of a file run again and again: called from a loop, directly or through
 other functions and constructors of the same file (no torch).
 
-A loop's call counts when none of its arguments mentions the loop's own variables, the
-loop has no ``break`` of its own and no ``if`` around the call tests those variables
-(``if rank == r:`` runs for one pass): the
+A loop's call counts when the loop has no ``break`` of its own and no ``if`` around the call
+tests the loop's variables (``if rank == r:`` runs for one pass). With the same inputs on
+every pass, when none of its arguments mentions those variables: the
 ``for trial in range(40): MRFI(model, cfg)`` loop makes a new object from the same inputs on
 every pass, while ``for layer in layers: Probe(layer)`` makes one per layer. From each such
 call the set grows through the file's own code: a function called by a repeated function
@@ -109,10 +109,10 @@ class _File:
         return []
 
 
-def _loop_calls(scope: ast.AST) -> list[ast.Call]:
-    """Calls inside loops of ``scope`` (not of nested functions) whose arguments do not
-    mention the names their loops bind."""
-    out: list[ast.Call] = []
+def _loop_calls(scope: ast.AST) -> list[tuple[ast.Call, bool]]:
+    """Calls inside loops of ``scope`` (not of nested functions), each with whether its
+    arguments leave the names their loops bind alone (the same inputs on every pass)."""
+    out: list[tuple[ast.Call, bool]] = []
     stack: list[tuple[ast.AST, frozenset[str] | None]] = [
         (child, None) for child in ast.iter_child_nodes(scope)]
     while stack:
@@ -136,36 +136,44 @@ def _loop_calls(scope: ast.AST) -> list[ast.Call]:
         if bound is not None and kind is ast.Call:
             names = {n.id for a in [*node.args, *(k.value for k in node.keywords)]  # type: ignore[attr-defined]
                      for n in ast.walk(a) if type(n) is ast.Name}
-            if not names & bound:
-                out.append(node)  # type: ignore[arg-type]
+            out.append((node, not names & bound))  # type: ignore[arg-type]
         stack.extend((child, bound) for child in ast.iter_child_nodes(node))
     return out
 
 
-def repeated(ctx: Context) -> dict[int, int]:
-    """``id(function node) -> line`` of the loop call that makes it run repeatedly."""
+def repeated(ctx: Context, same_inputs: bool = False) -> dict[int, int]:
+    """``id(function node) -> line`` of the loop call that makes it run again and again;
+    with ``same_inputs``, only through loop calls whose arguments do not depend on the
+    loop's variables (a new helper for the same model on every pass)."""
     memo = ctx.scratch.get(_SCRATCH)
-    if memo is not None:
-        return memo
-    memo = {}
-    tree = ctx.tree
-    if tree is not None:
-        file = _File(tree)
-        scopes: list[tuple[ast.AST, str | None]] = [(tree, None)]
-        scopes += [(f, None) for f in file.functions.values()]
-        scopes += [(m, file.owner[id(m)]) for m in file.methods.values()]
-        work: list[tuple[ast.AST, int]] = []
-        for scope, cls in scopes:
-            for call in _loop_calls(scope):
-                work.extend((callee, call.lineno) for callee in file.callees(call, cls))
+    if memo is None:
+        memo = ctx.scratch[_SCRATCH] = _compute(ctx.tree)
+    return memo[same_inputs]
+
+
+def _compute(tree: ast.Module | None) -> tuple[dict[int, int], dict[int, int]]:
+    """The repeated functions of ``tree``: through any loop call, and through loop calls
+    with the same inputs on every pass."""
+    if tree is None:
+        return {}, {}
+    file = _File(tree)
+    scopes: list[tuple[ast.AST, str | None]] = [(tree, None)]
+    scopes += [(f, None) for f in file.functions.values()]
+    scopes += [(m, file.owner[id(m)]) for m in file.methods.values()]
+    seeds: list[tuple[ast.AST, int, bool]] = []
+    for scope, cls in scopes:
+        for call, same in _loop_calls(scope):
+            seeds.extend((callee, call.lineno, same) for callee in file.callees(call, cls))
+    out: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    for same_only, found in ((False, out[0]), (True, out[1])):
+        work = [(fn, line) for fn, line, same in seeds if same or not same_only]
         while work:
             fn, line = work.pop()
-            if id(fn) in memo:
+            if id(fn) in found:
                 continue
-            memo[id(fn)] = line
+            found[id(fn)] = line
             cls = file.owner.get(id(fn))
             for call in ast.walk(fn):
                 if type(call) is ast.Call:
                     work.extend((callee, line) for callee in file.callees(call, cls))
-    ctx.scratch[_SCRATCH] = memo
-    return memo
+    return out

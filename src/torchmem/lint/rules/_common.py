@@ -56,9 +56,11 @@ class Accumulation(NamedTuple):
 def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
     """Recognise a statement or call that adds a value to a longer-lived container.
 
-    ``xs.append(v)``, ``xs.extend(v)``, ``acc += v`` (``d[k] += v`` too), ``acc = acc + v``
-    (or ``v + acc``, or a moving average ``acc = a * v + (1 - a) * acc``), ``d[k] = v`` (with a
-    non-constant key), ``acc = torch.cat([acc, v])``.
+    ``xs.append(v)`` (``d[k].append(v)``, ``d.setdefault(k, []).append(v)`` too),
+    ``xs.extend(v)``, ``acc += v`` (``d[k] += v`` too, and in place: ``acc.add_(v)``,
+    ``stats.get("loss").add_(v)``), ``acc = acc + v`` (or ``v + acc``,
+    or a moving average ``acc = a * v + (1 - a) * acc``; ``d[k] = d[k] + v`` too), ``d[k] = v``
+    (with a non-constant key), ``acc = torch.cat([acc, v])``.
     """
     t = type(node)
     if isinstance(node, ast.Call):
@@ -66,8 +68,11 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
         if type(func) is ast.Attribute and func.attr in _ACC_METHODS and node.args \
                 and len(node.args) <= 2:
             recv = func.value
-            while type(recv) is ast.Subscript:  # metrics["loss"].append(v): the dict persists
-                recv = recv.value
+            while type(recv) is ast.Subscript or type(recv) is ast.Call and type(
+                    recv.func) is ast.Attribute and recv.func.attr == "setdefault":
+                # metrics["loss"].append(v), metrics.setdefault("loss", []).append(v): the
+                # dict persists
+                recv = recv.value if type(recv) is ast.Subscript else recv.func.value  # type: ignore[attr-defined]
             key = key_of(recv)
             if key is None:
                 return None
@@ -78,6 +83,9 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
             if func.attr == "insert" and not _list_insert(key, args[0], ctx):
                 return None  # db.insert(key, row), tree.insert(a, b): not list.insert
             return Accumulation(key, value, "append")
+        if type(func) is ast.Attribute and func.attr == "add_" and len(node.args) == 1:
+            key = _owner_key(func.value, ctx)
+            return Accumulation(key, node.args[0], "add") if key else None
         return None
     if t is ast.AugAssign:
         if type(node.op) is not ast.Add:  # type: ignore[attr-defined]
@@ -93,9 +101,13 @@ def accumulation(node: ast.AST, ctx: Context) -> Accumulation | None:
         target = node.targets[0]  # type: ignore[attr-defined]
         value = node.value  # type: ignore[attr-defined]
         if type(target) is ast.Subscript:
+            key = key_of(target.value)
+            if key is not None and type(value) is ast.BinOp and type(value.op) is ast.Add:
+                added = _added_to_item(value, target)
+                if added is not None:  # logs["loss"] = logs["loss"] + v
+                    return Accumulation(key, added, "add")
             if isinstance(target.slice, ast.Constant):
                 return None
-            key = key_of(target.value)
             return Accumulation(key, value, "store") if key else None
         key = key_of(target)
         if key is None:
@@ -131,6 +143,29 @@ def _added_to(value: ast.BinOp, key: str) -> ast.expr | None:
         return right
     if _scaled(right, key) and not mentions(left, key):
         return left
+    return None
+
+
+def _owner_key(recv: ast.expr, ctx: Context) -> str | None:
+    """The key of what owns the tensor ``recv`` of an in-place add: ``total`` for
+    ``total.add_(v)``, ``stats`` for ``stats["loss"].add_(v)`` or
+    ``stats.device_stat("loss").add_(v)``; not a module (``torch.zeros(3).add_(v)``)."""
+    while type(recv) is ast.Subscript or type(recv) is ast.Call and \
+            type(recv.func) is ast.Attribute:
+        recv = recv.value if type(recv) is ast.Subscript else recv.func.value  # type: ignore[attr-defined]
+    key = key_of(recv)
+    if key is None or ctx.qualname(recv) is not None:
+        return None
+    return key
+
+
+def _added_to_item(value: ast.BinOp, target: ast.Subscript) -> ast.expr | None:
+    """``v`` when ``value`` is ``target + v`` or ``v + target`` for the same item
+    (``logs["loss"] + loss``)."""
+    item = ast.dump(target.value) + ast.dump(target.slice)
+    for same, other in ((value.left, value.right), (value.right, value.left)):
+        if type(same) is ast.Subscript and ast.dump(same.value) + ast.dump(same.slice) == item:
+            return other
     return None
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import CONTAINER, GRAPH, LEAF, TENSOR, TYPED, VALUE
 from torchmem.lint.registry import Rule, register
+from torchmem.lint.repeats import repeated
 from torchmem.lint.rules._buffer_fold import buffer_fold
 from torchmem.lint.rules._logged_loss import logged_loss
 from torchmem.lint.rules._callee_stores import (
@@ -56,6 +57,8 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
     if ctx.fn is None:
         return None
     step_fn = per_call(ctx)
+    called_step = not step_fn and not ctx.loops and _called_step(ctx)
+    step_fn = step_fn or called_step
     if not ctx.loops and not step_fn:
         return None
     acc = accumulation(node, ctx)
@@ -72,12 +75,29 @@ def _graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list
         return None  # stats[i] = loss under no_grad: a copy of the data, no graph
     loops = ctx.persistent_loops(acc.key)
     if not loops and not (step_fn and (acc.key.startswith("self.") or is_hook(ctx) and
-                                       outer_container(acc.key, ctx.fn))):
+                                       outer_container(acc.key, ctx.fn))) and \
+            not (called_step and _given(acc.key, ctx.fn)):
         return None
     facts = ctx.fn.facts
     if acc.key in facts.backward_names():
         return None  # the container is summed into a loss: keeping the graph is the point
     return acc, loops, step_fn
+
+
+def _called_step(ctx: Context) -> bool:
+    """Whether the current function is a training step that a loop of the file calls again
+    and again (``take_training_step(args, model, batch, stats)`` in the step loop): it
+    calls ``backward()`` itself."""
+    fn = ctx.fn
+    return fn is not None and fn.facts.has_backward and type(fn.node) is not ast.Module and \
+        id(fn.node) in repeated(ctx)
+
+
+def _given(key: str, fn: FunctionState) -> bool:
+    """Whether ``key`` is reached from a parameter of ``fn`` that it never rebinds: the
+    caller's object, which outlives the call."""
+    root = key.partition(".")[0].partition("[")[0]
+    return root in fn.facts.params and root not in fn.facts.assigned and root != "self"
 
 
 def _tensor_target(node: ast.AST, ctx: Context) -> bool:
@@ -340,6 +360,8 @@ class GraphAccumulation(Rule):
         if type(node.func) is ast.Attribute and (ctx.loops or per_call(ctx)):
             self._check(node, ctx)
             self._check_callee(node, ctx)
+        elif type(node.func) is ast.Attribute and _called_step(ctx):
+            self._check(node, ctx)
 
     def enter_function(self, state: FunctionState, ctx: Context) -> None:
         """A method that accumulates its tensor arguments on its object (a metric's
@@ -366,10 +388,10 @@ class GraphAccumulation(Rule):
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
         self._check_buffer(node, ctx)
-        if ctx.loops or per_call(ctx):
+        if ctx.loops or per_call(ctx) or _called_step(ctx):
             self._check(node, ctx)
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         self._check_buffer(node, ctx)
-        if ctx.loops or per_call(ctx):
+        if ctx.loops or per_call(ctx) or _called_step(ctx):
             self._check(node, ctx)

@@ -196,7 +196,7 @@ class HookRegisteredRepeatedly(Rule):
             if type(loop.node) in _LOOPS:
                 return f"on every pass of the loop at line {loop.node.lineno}"
         fn = ctx.fn.node if ctx.fn is not None else None
-        line = repeated(ctx).get(id(fn)) if fn is not None else None
+        line = repeated(ctx, same_inputs=True).get(id(fn)) if fn is not None else None
         if line is not None:
             return f"each time '{ctx.fn.name}' runs (a loop at line {line} calls it)"  # type: ignore[union-attr]
         return None
