@@ -17,14 +17,16 @@ its chain, computed once per file.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, NamedTuple
 
 from torchmem.lint.facts import key_of
+from torchmem.lint.knowledge import last_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["repeated", "loop_names", "breaks"]
+__all__ = ["repeated", "built_repeatedly", "loop_names", "breaks", "time_loop"]
 
 _SCRATCH = "repeats"
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -109,14 +111,43 @@ class _File:
         return []
 
 
-def _loop_calls(scope: ast.AST) -> list[tuple[ast.Call, bool]]:
-    """Calls inside loops of ``scope`` (not of nested functions), each with whether its
-    arguments leave the names their loops bind alone (the same inputs on every pass)."""
-    out: list[tuple[ast.Call, bool]] = []
-    stack: list[tuple[ast.AST, frozenset[str] | None]] = [
-        (child, None) for child in ast.iter_child_nodes(scope)]
+#: iterables that go on over time (steps, batches, samples), not over a few parts or settings
+_TIME_NAMES = re.compile(r"(loader|batches|_dl|^dl|images|frames|samples|episodes|epochs|"
+                         r"steps|iterations|trials|data|dataset|stream)$", re.IGNORECASE)
+_COUNTERS = frozenset({"range", "trange", "count"})
+_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "list", "zip", "islice", "reversed"})
+
+
+def time_loop(loop: ast.AST) -> bool:
+    """Whether ``loop`` goes on over time: a ``while`` loop, or a ``for`` over a counter
+    (``range(n)``, ``itertools.count()``) or over data (a loader, ``images``, ``frames``),
+    through ``enumerate``/``tqdm``/``zip``; not over a named list of parts or settings."""
+    if type(loop) is ast.While:
+        return True
+    node = getattr(loop, "iter", None)
+    while type(node) is ast.Call and node.args and last_name(key_of(node.func) or "") in _WRAPPERS:
+        node = node.args[0]
+    if type(node) is ast.Call:
+        return last_name(key_of(node.func) or "") in _COUNTERS
+    key = key_of(node) if node is not None else None
+    return bool(key and _TIME_NAMES.search(last_name(key)))
+
+
+class _Call(NamedTuple):
+    """A call inside a loop."""
+
+    node: ast.Call
+    same: bool  # its arguments do not depend on the loops' variables
+    timed: bool  # one of its loops goes on over time (:func:`time_loop`)
+
+
+def _loop_calls(scope: ast.AST) -> list[_Call]:
+    """Calls inside loops of ``scope`` (not of nested functions)."""
+    out: list[_Call] = []
+    stack: list[tuple[ast.AST, frozenset[str] | None, bool]] = [
+        (child, None, False) for child in ast.iter_child_nodes(scope)]
     while stack:
-        node, bound = stack.pop()
+        node, bound, timed = stack.pop()
         kind = type(node)
         if kind in _FUNCS or kind is ast.ClassDef or kind is ast.Lambda:
             continue
@@ -124,11 +155,13 @@ def _loop_calls(scope: ast.AST) -> list[tuple[ast.Call, bool]]:
             if breaks(node):
                 continue  # runs until a first match: not once per pass
             inner = (bound or frozenset()) | loop_names(node)
-            stack.extend((child, inner) for child in node.body + node.orelse)  # type: ignore[attr-defined]
+            t = timed or time_loop(node)
+            stack.extend((child, inner, t) for child in node.body + node.orelse)  # type: ignore[attr-defined]
             test = getattr(node, "test", None)
             if test is not None:
-                stack.append((test, inner))
-            stack.extend((child, bound) for child in (getattr(node, "iter", None),) if child)
+                stack.append((test, inner, t))
+            stack.extend((child, bound, timed) for child in (getattr(node, "iter", None),)
+                         if child)
             continue
         if bound is not None and kind is ast.If and any(
                 type(n) is ast.Name and n.id in bound for n in ast.walk(node.test)):  # type: ignore[attr-defined]
@@ -136,8 +169,8 @@ def _loop_calls(scope: ast.AST) -> list[tuple[ast.Call, bool]]:
         if bound is not None and kind is ast.Call:
             names = {n.id for a in [*node.args, *(k.value for k in node.keywords)]  # type: ignore[attr-defined]
                      for n in ast.walk(a) if type(n) is ast.Name}
-            out.append((node, not names & bound))  # type: ignore[arg-type]
-        stack.extend((child, bound) for child in ast.iter_child_nodes(node))
+            out.append(_Call(node, not names & bound, timed))  # type: ignore[arg-type]
+        stack.extend((child, bound, timed) for child in ast.iter_child_nodes(node))
     return out
 
 
@@ -145,35 +178,75 @@ def repeated(ctx: Context, same_inputs: bool = False) -> dict[int, int]:
     """``id(function node) -> line`` of the loop call that makes it run again and again;
     with ``same_inputs``, only through loop calls whose arguments do not depend on the
     loop's variables (a new helper for the same model on every pass)."""
+    return _memo(ctx)[same_inputs]
+
+
+def built_repeatedly(ctx: Context) -> dict[str, int]:
+    """``class name -> line`` of the loop call that starts the chain, for each class of the
+    file constructed again and again over time (in a loop over steps or data, with the
+    same inputs on every pass, directly or in a function such a loop calls; not in a
+    constructor's loop), and for the base classes of the file of each such class."""
+    return _memo(ctx)[2]
+
+
+def _memo(ctx: Context) -> tuple[dict[int, int], dict[int, int], dict[str, int]]:
     memo = ctx.scratch.get(_SCRATCH)
     if memo is None:
         memo = ctx.scratch[_SCRATCH] = _compute(ctx.tree)
-    return memo[same_inputs]
+    return memo  # type: ignore[no-any-return]
 
 
-def _compute(tree: ast.Module | None) -> tuple[dict[int, int], dict[int, int]]:
-    """The repeated functions of ``tree``: through any loop call, and through loop calls
-    with the same inputs on every pass."""
+def _built(file: _File, seeds: list[tuple[ast.Call, str | None]],
+           found: dict[int, int]) -> dict[str, int]:
+    """The classes constructed by the ``seeds`` calls or in a function of ``found``, with
+    their base classes of the file."""
+    out: dict[str, int] = {}
+    todo = [(call.func.id, call.lineno) for call, _ in seeds if type(call.func) is ast.Name]
+    fns = {id(f): f for f in [*file.functions.values(), *file.methods.values()]}
+    for fn_id, line in found.items():
+        fn = fns.get(fn_id)
+        todo.extend((c.func.id, line) for c in (ast.walk(fn) if fn is not None else ())
+                    if type(c) is ast.Call and type(c.func) is ast.Name)  # type: ignore[attr-defined]
+    while todo:
+        cls, line = todo.pop()
+        if cls in out or cls not in file.classes:
+            continue
+        out[cls] = line
+        todo.extend((key, line) for key in (key_of(b) for b in file.classes[cls].bases) if key)
+    return out
+
+
+def _propagate(file: _File, seeds: list[tuple[ast.Call, str | None]]) -> dict[int, int]:
+    """The functions the ``seeds`` calls run, and those they call in turn."""
+    found: dict[int, int] = {}
+    work = [(callee, call.lineno) for call, cls in seeds for callee in file.callees(call, cls)]
+    while work:
+        fn, line = work.pop()
+        if id(fn) in found:
+            continue
+        found[id(fn)] = line
+        cls = file.owner.get(id(fn))
+        for call in ast.walk(fn):
+            if type(call) is ast.Call:
+                work.extend((callee, line) for callee in file.callees(call, cls))
+    return found
+
+
+def _compute(tree: ast.Module | None) -> tuple[dict[int, int], dict[int, int], dict[str, int]]:
+    """The repeated functions of ``tree`` through any loop call and through loop calls with
+    the same inputs on every pass; and the classes built again and again over time (by
+    calls with the same inputs in loops over time, outside constructors, which build a
+    fixed number of parts)."""
     if tree is None:
-        return {}, {}
+        return {}, {}, {}
     file = _File(tree)
     scopes: list[tuple[ast.AST, str | None]] = [(tree, None)]
     scopes += [(f, None) for f in file.functions.values()]
     scopes += [(m, file.owner[id(m)]) for m in file.methods.values()]
-    seeds: list[tuple[ast.AST, int, bool]] = []
-    for scope, cls in scopes:
-        for call, same in _loop_calls(scope):
-            seeds.extend((callee, call.lineno, same) for callee in file.callees(call, cls))
-    out: tuple[dict[int, int], dict[int, int]] = ({}, {})
-    for same_only, found in ((False, out[0]), (True, out[1])):
-        work = [(fn, line) for fn, line, same in seeds if same or not same_only]
-        while work:
-            fn, line = work.pop()
-            if id(fn) in found:
-                continue
-            found[id(fn)] = line
-            cls = file.owner.get(id(fn))
-            for call in ast.walk(fn):
-                if type(call) is ast.Call:
-                    work.extend((callee, line) for callee in file.callees(call, cls))
-    return out
+    calls = [(c, scope, cls) for scope, cls in scopes for c in _loop_calls(scope)]
+    every = [(c.node, cls) for c, _, cls in calls]
+    same = [(c.node, cls) for c, _, cls in calls if c.same]
+    timed = [(c.node, cls) for c, scope, cls in calls if c.same and c.timed and
+             getattr(scope, "name", "") != "__init__"]
+    return _propagate(file, every), _propagate(file, same), \
+        _built(file, timed, _propagate(file, timed))

@@ -9,7 +9,8 @@ Families (the hundreds digit of the code):
   :mod:`~torchmem.lint.rules.devices`, TMM107 in :mod:`~torchmem.lint.rules.function_ctx`, TMM108 in
   :mod:`~torchmem.lint.rules.hook_records`, TMM109 in
   :mod:`~torchmem.lint.rules.loaded_checkpoint`, TMM110 and TMM111 in
-  :mod:`~torchmem.lint.rules.memoizers`, TMM112 in :mod:`~torchmem.lint.rules.hook_repeats`).
+  :mod:`~torchmem.lint.rules.memoizers`, TMM112 in :mod:`~torchmem.lint.rules.hook_repeats`, TMM113 in
+  :mod:`~torchmem.lint.rules.self_cycles`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -39,6 +40,7 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     opinionated,
     recurrent,
     retain,
+    self_cycles,
     training,
     views,
 )
