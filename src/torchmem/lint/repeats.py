@@ -174,11 +174,15 @@ def _loop_calls(scope: ast.AST) -> list[_Call]:
     return out
 
 
-def repeated(ctx: Context, same_inputs: bool = False) -> dict[int, int]:
+def repeated(ctx: Context, same_inputs: bool = False, over_time: bool = False) -> dict[int, int]:
     """``id(function node) -> line`` of the loop call that makes it run again and again;
     with ``same_inputs``, only through loop calls whose arguments do not depend on the
-    loop's variables (a new helper for the same model on every pass)."""
-    return _memo(ctx)[same_inputs]
+    loop's variables (a new helper for the same model on every pass); with
+    ``over_time``, only through loops over steps or data (:func:`time_loop`)."""
+    memo = _memo(ctx)
+    if over_time:
+        return memo[3]
+    return memo[same_inputs]
 
 
 def built_repeatedly(ctx: Context) -> dict[str, int]:
@@ -189,7 +193,8 @@ def built_repeatedly(ctx: Context) -> dict[str, int]:
     return _memo(ctx)[2]
 
 
-def _memo(ctx: Context) -> tuple[dict[int, int], dict[int, int], dict[str, int]]:
+def _memo(ctx: Context) -> tuple[dict[int, int], dict[int, int], dict[str, int],
+                                 dict[int, int]]:
     memo = ctx.scratch.get(_SCRATCH)
     if memo is None:
         memo = ctx.scratch[_SCRATCH] = _compute(ctx.tree)
@@ -232,7 +237,8 @@ def _propagate(file: _File, seeds: list[tuple[ast.Call, str | None]]) -> dict[in
     return found
 
 
-def _compute(tree: ast.Module | None) -> tuple[dict[int, int], dict[int, int], dict[str, int]]:
+def _compute(tree: ast.Module | None) -> tuple[dict[int, int], dict[int, int], dict[str, int],
+                                              dict[int, int]]:
     """The repeated functions of ``tree`` through any loop call and through loop calls with
     the same inputs on every pass; and the classes built again and again over time (by
     calls with the same inputs in loops over time, outside constructors, which build a
@@ -248,5 +254,6 @@ def _compute(tree: ast.Module | None) -> tuple[dict[int, int], dict[int, int], d
     same = [(c.node, cls) for c, _, cls in calls if c.same]
     timed = [(c.node, cls) for c, scope, cls in calls if c.same and c.timed and
              getattr(scope, "name", "") != "__init__"]
+    over_time = [(c.node, cls) for c, _, cls in calls if c.timed]
     return _propagate(file, every), _propagate(file, same), \
-        _built(file, timed, _propagate(file, timed))
+        _built(file, timed, _propagate(file, timed)), _propagate(file, over_time)
