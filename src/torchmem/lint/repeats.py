@@ -20,6 +20,7 @@ import ast
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
+from torchmem.lint.children import body_fields
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import last_name
 
@@ -85,6 +86,15 @@ class _File:
                     return found
         return None
 
+    def local(self, call: ast.Call) -> bool:
+        """Whether ``call`` may run code of the file (cheap test before :meth:`callees`)."""
+        func = call.func
+        if type(func) is ast.Name:
+            return func.id in self.functions or func.id in self.classes
+        return type(func) is ast.Attribute and (
+            type(func.value) is ast.Name and func.value.id == "self" or
+            type(func.value) is ast.Call)
+
     def callees(self, call: ast.Call, cls: str | None) -> list[ast.AST]:
         """The functions of the file that ``call`` runs: a function, a class's ``__init__``,
         a method called on ``self`` inside class ``cls``, or a base class's method called
@@ -137,15 +147,25 @@ class _Call(NamedTuple):
     """A call inside a loop."""
 
     node: ast.Call
-    same: bool  # its arguments do not depend on the loops' variables
+    bound: frozenset[str]  # the names its loops bind
     timed: bool  # one of its loops goes on over time (:func:`time_loop`)
 
+    @property
+    def same(self) -> bool:
+        """Whether its arguments leave the loops' variables alone."""
+        call = self.node
+        return not any(type(n) is ast.Name and n.id in self.bound
+                       for a in [*call.args, *(k.value for k in call.keywords)]
+                       for n in ast.walk(a))
 
-def _loop_calls(scope: ast.AST) -> list[_Call]:
-    """Calls inside loops of ``scope`` (not of nested functions)."""
+
+def _loop_calls(scope: ast.AST, file: _File) -> list[_Call]:
+    """Calls inside loops of ``scope`` (not of nested functions) that reach code of the
+    file: a function or class of the file by name, or a method through ``self`` or
+    ``super()``."""
     out: list[_Call] = []
     stack: list[tuple[ast.AST, frozenset[str] | None, bool]] = [
-        (child, None, False) for child in ast.iter_child_nodes(scope)]
+        (child, None, False) for child in getattr(scope, "body", ())]
     while stack:
         node, bound, timed = stack.pop()
         kind = type(node)
@@ -166,11 +186,14 @@ def _loop_calls(scope: ast.AST) -> list[_Call]:
         if bound is not None and kind is ast.If and any(
                 type(n) is ast.Name and n.id in bound for n in ast.walk(node.test)):  # type: ignore[attr-defined]
             continue  # if rank == r: ... runs for one pass of the loop
-        if bound is not None and kind is ast.Call:
-            names = {n.id for a in [*node.args, *(k.value for k in node.keywords)]  # type: ignore[attr-defined]
-                     for n in ast.walk(a) if type(n) is ast.Name}
-            out.append(_Call(node, not names & bound, timed))  # type: ignore[arg-type]
-        stack.extend((child, bound, timed) for child in ast.iter_child_nodes(node))
+        if bound is not None and kind is ast.Call and file.local(node):  # type: ignore[arg-type]
+            out.append(_Call(node, bound, timed))  # type: ignore[arg-type]
+        if bound is None:  # outside loops only statements matter: they may hold a loop
+            if isinstance(node, (ast.stmt, ast.excepthandler, ast.match_case)):
+                stack.extend((child, None, False) for name in body_fields(kind)
+                             for child in getattr(node, name))
+        else:
+            stack.extend((child, bound, timed) for child in ast.iter_child_nodes(node))
     return out
 
 
@@ -179,10 +202,7 @@ def repeated(ctx: Context, same_inputs: bool = False, over_time: bool = False) -
     with ``same_inputs``, only through loop calls whose arguments do not depend on the
     loop's variables (a new helper for the same model on every pass); with
     ``over_time``, only through loops over steps or data (:func:`time_loop`)."""
-    memo = _memo(ctx)
-    if over_time:
-        return memo[3]
-    return memo[same_inputs]
+    return _memo(ctx).functions("time" if over_time else "same" if same_inputs else "every")
 
 
 def built_repeatedly(ctx: Context) -> dict[str, int]:
@@ -190,15 +210,63 @@ def built_repeatedly(ctx: Context) -> dict[str, int]:
     file constructed again and again over time (in a loop over steps or data, with the
     same inputs on every pass, directly or in a function such a loop calls; not in a
     constructor's loop), and for the base classes of the file of each such class."""
-    return _memo(ctx)[2]
+    return _memo(ctx).classes()
 
 
-def _memo(ctx: Context) -> tuple[dict[int, int], dict[int, int], dict[str, int],
-                                 dict[int, int]]:
+def _memo(ctx: Context) -> _Repeats:
     memo = ctx.scratch.get(_SCRATCH)
     if memo is None:
-        memo = ctx.scratch[_SCRATCH] = _compute(ctx.tree)
+        memo = ctx.scratch[_SCRATCH] = _Repeats(ctx.tree)
     return memo  # type: ignore[no-any-return]
+
+
+class _Repeats:
+    """The loop calls of one file and the repeated functions and classes they give, each
+    computed when first asked."""
+
+    def __init__(self, tree: ast.Module | None) -> None:
+        self.tree = tree
+        self.file = _File(tree) if tree is not None else None
+        self._calls: list[tuple[_Call, ast.AST, str | None]] | None = None
+        self._found: dict[str, dict[int, int]] = {}
+        self._classes: dict[str, int] | None = None
+
+    def calls(self) -> list[tuple[_Call, ast.AST, str | None]]:
+        if self._calls is None:
+            file = self.file
+            self._calls = []
+            if file is not None:
+                scopes: list[tuple[ast.AST, str | None]] = [(self.tree, None)]  # type: ignore[list-item]
+                scopes += [(f, None) for f in file.functions.values()]
+                scopes += [(m, file.owner[id(m)]) for m in file.methods.values()]
+                self._calls = [(c, scope, cls) for scope, cls in scopes
+                               for c in _loop_calls(scope, file)]
+        return self._calls
+
+    def _seeds(self, which: str) -> list[tuple[ast.Call, str | None]]:
+        calls = self.calls()
+        if which == "every":
+            return [(c.node, cls) for c, _, cls in calls]
+        if which == "same":
+            return [(c.node, cls) for c, _, cls in calls if c.same]
+        if which == "time":
+            return [(c.node, cls) for c, _, cls in calls if c.timed]
+        # classes built over time: same inputs, a loop over time, not a constructor's loop
+        return [(c.node, cls) for c, scope, cls in calls if c.timed and
+                getattr(scope, "name", "") != "__init__" and c.same]
+
+    def functions(self, which: str) -> dict[int, int]:
+        found = self._found.get(which)
+        if found is None:
+            found = self._found[which] = _propagate(self.file, self._seeds(which)) \
+                if self.file is not None else {}
+        return found
+
+    def classes(self) -> dict[str, int]:
+        if self._classes is None:
+            self._classes = _built(self.file, self._seeds("built"), self.functions("built")) \
+                if self.file is not None else {}
+        return self._classes
 
 
 def _built(file: _File, seeds: list[tuple[ast.Call, str | None]],
@@ -235,25 +303,3 @@ def _propagate(file: _File, seeds: list[tuple[ast.Call, str | None]]) -> dict[in
             if type(call) is ast.Call:
                 work.extend((callee, line) for callee in file.callees(call, cls))
     return found
-
-
-def _compute(tree: ast.Module | None) -> tuple[dict[int, int], dict[int, int], dict[str, int],
-                                              dict[int, int]]:
-    """The repeated functions of ``tree`` through any loop call and through loop calls with
-    the same inputs on every pass; and the classes built again and again over time (by
-    calls with the same inputs in loops over time, outside constructors, which build a
-    fixed number of parts)."""
-    if tree is None:
-        return {}, {}, {}
-    file = _File(tree)
-    scopes: list[tuple[ast.AST, str | None]] = [(tree, None)]
-    scopes += [(f, None) for f in file.functions.values()]
-    scopes += [(m, file.owner[id(m)]) for m in file.methods.values()]
-    calls = [(c, scope, cls) for scope, cls in scopes for c in _loop_calls(scope)]
-    every = [(c.node, cls) for c, _, cls in calls]
-    same = [(c.node, cls) for c, _, cls in calls if c.same]
-    timed = [(c.node, cls) for c, scope, cls in calls if c.same and c.timed and
-             getattr(scope, "name", "") != "__init__"]
-    over_time = [(c.node, cls) for c, _, cls in calls if c.timed]
-    return _propagate(file, every), _propagate(file, same), \
-        _built(file, timed, _propagate(file, timed)), _propagate(file, over_time)

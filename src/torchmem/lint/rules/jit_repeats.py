@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["JitCompileInLoop"]
 
 _COMPILE = frozenset({"torch.jit.trace", "torch.jit.trace_module", "torch.jit.script"})
+_TAILS = frozenset(q.rpartition(".")[2] for q in _COMPILE)
 
 
 def _guard(test: ast.expr) -> bool:
@@ -104,7 +105,12 @@ class JitCompileInLoop(Rule):
     summary = "torch.jit.trace/script called on every pass of a loop over steps or data"
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        qual = ctx.qualname(node.func)
+        func = node.func
+        tail = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name \
+            else ""
+        if tail not in _TAILS:
+            return
+        qual = ctx.qualname(func)
         if qual not in _COMPILE:
             return
         where = None

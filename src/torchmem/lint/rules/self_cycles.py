@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["SelfReferenceCycle"]
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCRATCH = "TMM113.methods"
 _HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook",
                     "register_full_backward_hook", "register_backward_hook",
                     "register_full_backward_pre_hook"})
@@ -36,19 +37,30 @@ def _mentions_self(node: ast.AST, self_name: str) -> bool:
 
 
 class _Method:
-    """One method of the class: the name of ``self`` and its nested functions."""
+    """The method around a statement: the name of ``self``, the method names of its class
+    family, its nested functions that read ``self`` (recorded as the walk meets them,
+    before their use) and (computed when first asked) its names bound to a registering
+    method."""
 
-    def __init__(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, methods: frozenset[str]):
-        args = fn.args.posonlyargs + fn.args.args
-        self.self_name = args[0].arg if args else ""
+    def __init__(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, self_name: str,
+                 methods: frozenset[str]):
+        self.fn = fn
+        self.self_name = self_name
         self.methods = methods
-        self.closures = {n.name for n in ast.walk(fn) if type(n) in _FUNCS and n is not fn and
-                         _mentions_self(n, self.self_name)}  # type: ignore[attr-defined]
-        #: local names bound to a registering method (``f = m.register_forward_hook``)
-        self.registrars = {t.id for n in ast.walk(fn) if type(n) is ast.Assign
-                           for t in n.targets if type(t) is ast.Name and any(
-                               type(a) is ast.Attribute and a.attr.startswith("register_")
-                               for a in ast.walk(n.value))}
+        args = fn.args
+        self.params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        self.closures: set[str] = set()  # filled as the nested definitions are visited
+        self._registrars: set[str] | None = None
+
+    @property
+    def registrars(self) -> set[str]:
+        """Local names bound to a registering method (``f = m.register_forward_hook``)."""
+        if self._registrars is None:
+            self._registrars = {t.id for n in ast.walk(self.fn) if type(n) is ast.Assign
+                                for t in n.targets if type(t) is ast.Name and any(
+                                    type(a) is ast.Attribute and a.attr.startswith("register_")
+                                    for a in ast.walk(n.value))}
+        return self._registrars
 
     def refers(self, value: ast.AST) -> str | None:
         """What in ``value`` refers to the object, in words, or None."""
@@ -57,7 +69,7 @@ class _Method:
         if t is ast.Name:
             if value.id == s:  # type: ignore[attr-defined]
                 return "the object itself"
-            if value.id in self.closures:  # type: ignore[attr-defined]
+            if value.id not in self.params and value.id in self.closures:  # type: ignore[attr-defined]
                 return f"'{value.id}', a function that closes over '{s}'"  # type: ignore[attr-defined]
         elif t is ast.Attribute:
             if type(value.value) is ast.Name and value.value.id == s and \
@@ -67,13 +79,13 @@ class _Method:
             if _mentions_self(value.body, s):  # type: ignore[attr-defined]
                 return f"a lambda that reads '{s}'"
         elif t is ast.Call:
-            func = value.func  # type: ignore[attr-defined]
-            name = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")
-            if name.startswith("register_") or name in self.registrars:
-                return None  # returns a handle: the module, not the handle, keeps the hook
             for arg in [*value.args, *(k.value for k in value.keywords)]:  # type: ignore[attr-defined]
                 found = self.refers(arg)
                 if found is not None:
+                    func = value.func  # type: ignore[attr-defined]
+                    name = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")
+                    if name.startswith("register_") or name in self.registrars:
+                        return None  # a handle: the module, not the handle, keeps the hook
                     return found
         return None
 
@@ -83,41 +95,33 @@ def _is_self(node: ast.AST, self_name: str) -> bool:
         node.value.id == self_name  # type: ignore[attr-defined]
 
 
-def _cycles(cls: ast.ClassDef, methods: frozenset[str]):  # type: ignore[no-untyped-def]
-    """``(statement, what)`` for each statement of the class's methods that makes the
-    object refer to itself."""
-    for fn in cls.body:
-        if type(fn) not in _FUNCS:
-            continue
-        m = _Method(fn, methods)  # type: ignore[arg-type]
-        s = m.self_name
-        if not s:
-            continue
-        for node in ast.walk(fn):
-            if type(node) is ast.Assign and any(_is_self(t, s) for t in node.targets):
-                what = m.refers(node.value)
-                if what is not None:
-                    yield node, what
-            elif type(node) is ast.Expr and type(node.value) is ast.Call and \
-                    type(node.value.func) is ast.Attribute:
-                call, attr = node.value, node.value.func.attr
-                recv = call.func.value  # type: ignore[attr-defined]
-                if attr in _HOOKS and type(recv) is ast.Name and recv.id == s and call.args:
-                    what = m.refers(call.args[0])
-                    if what is not None:
-                        yield node, f"a hook on the object holding {what}"
-                elif attr in _GROW and _is_self(recv, s) and call.args and \
-                        type(call.args[-1]) is ast.Call and any(
-                            type(a) is ast.Name and a.id == s for a in call.args[-1].args):
-                    yield node, f"an object built with '{s}' and kept in '{ast.unparse(recv)}'"
+def _method(ctx: Context) -> _Method | None:
+    """The method around the current statement (memoised per function), or None outside
+    a method of a top-level class."""
+    fn = ctx.fn
+    if fn is None or fn.class_name is None or type(fn.node) not in _FUNCS:
+        return None
+    memo = ctx.scratch.setdefault(_SCRATCH, {})
+    found = memo.get(id(fn.node))
+    if found is None:
+        args = fn.node.args  # type: ignore[attr-defined]
+        first = (args.posonlyargs + args.args)[:1]
+        if not first:
+            return None
+        classes = memo.setdefault("classes", {})
+        if fn.class_name not in classes:
+            classes[fn.class_name] = _family_methods(fn.class_name, ctx)
+        found = memo[id(fn.node)] = _Method(fn.node, first[0].arg,  # type: ignore[arg-type]
+                                            classes[fn.class_name])
+    return found  # type: ignore[no-any-return]
 
 
-def _family_methods(cls: ast.ClassDef, ctx: Context) -> frozenset[str]:
+def _family_methods(cls_name: str, ctx: Context) -> frozenset[str]:
     """Method names of the class, of its base classes in the file and of its subclasses in
     the file (a base class's ``self.update`` may be defined by a subclass)."""
     classes = {c.name: c for c in getattr(ctx.tree, "body", ()) if type(c) is ast.ClassDef}
     bases = {c: {b.id for b in node.bases if type(b) is ast.Name} for c, node in classes.items()}
-    family = {cls.name}
+    family = {cls_name}
     changed = True
     while changed:
         changed = False
@@ -201,16 +205,52 @@ class SelfReferenceCycle(Rule):
     name = "self-reference-cycle"
     summary = "object that refers to itself (bound method, closure, hook) built on every pass"
 
-    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> None:
-        line = built_repeatedly(ctx).get(node.name)
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> None:
+        """A function nested in a method that reads ``self`` (a hook, a callback)."""
+        m = _method(ctx)
+        if m is not None and _mentions_self(node, m.self_name):
+            m.closures.add(node.name)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        if not any(type(t) is ast.Attribute and type(t.value) is ast.Name  # type: ignore[attr-defined]
+                   for t in node.targets):
+            return  # cheap first test: no attribute of a name is assigned
+        m = _method(ctx)
+        if m is None or not any(_is_self(t, m.self_name) for t in node.targets):
+            return
+        what = m.refers(node.value)
+        if what is not None:
+            self._report(node, what, ctx)
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> None:
+        call = node.value
+        if type(call) is not ast.Call or type(call.func) is not ast.Attribute or \
+                not call.args or (call.func.attr not in _HOOKS and call.func.attr not in _GROW):
+            return
+        m = _method(ctx)
+        if m is None:
+            return
+        s, attr, recv = m.self_name, call.func.attr, call.func.value
+        if attr in _HOOKS and type(recv) is ast.Name and recv.id == s:
+            what = m.refers(call.args[0])
+            if what is not None:
+                self._report(node, f"a hook on the object holding {what}", ctx)
+        elif attr in _GROW and _is_self(recv, s) and type(call.args[-1]) is ast.Call and any(
+                type(a) is ast.Name and a.id == s for a in call.args[-1].args):
+            self._report(node, f"an object built with '{s}' and kept in "
+                               f"'{ast.unparse(recv)}'", ctx)
+
+    def _report(self, node: ast.stmt, what: str, ctx: Context) -> None:
+        name = ctx.fn.class_name  # type: ignore[union-attr]
+        line = built_repeatedly(ctx).get(name)  # type: ignore[arg-type]
         if line is None:
             return
-        methods = _family_methods(node, ctx)
-        for stmt, what in _cycles(node, methods):
-            ctx.report(self, stmt, (
-                f"this keeps {what} on every '{node.name}' object, a reference cycle that "
-                f"only Python's cyclic garbage collector frees, and the file builds a new "
-                f"one again and again (line {line}): the old objects and what they hold "
-                f"(parameters, tensors) pile up between collections; keep no reference to "
-                f"the object on itself (call the method by name, pass values instead of "
-                f"'self', or use a weakref)"))
+        ctx.report(self, node, (
+            f"this keeps {what} on every '{name}' object, a reference cycle that "
+            f"only Python's cyclic garbage collector frees, and the file builds a new "
+            f"one again and again (line {line}): the old objects and what they hold "
+            f"(parameters, tensors) pile up between collections; keep no reference to "
+            f"the object on itself (call the method by name, pass values instead of "
+            f"'self', or use a weakref)"))
