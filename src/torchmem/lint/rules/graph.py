@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import CONTAINER, GRAPH, LEAF, TENSOR, TYPED, VALUE
 from torchmem.lint.registry import Rule, register
-from torchmem.lint.repeats import repeated
+from torchmem.lint.repeats import repeated, time_loop
 from torchmem.lint.rules._buffer_fold import buffer_fold
 from torchmem.lint.rules._logged_loss import logged_loss
 from torchmem.lint.rules._callee_stores import (
@@ -99,6 +99,19 @@ def _called_step(ctx: Context) -> bool:
         called = len(re.findall(rf"\b{re.escape(fn.name)}\s*\(", ctx.source)) > 1
         found = memo[id(fn.node)] = called and id(fn.node) in repeated(ctx)
     return found  # type: ignore[no-any-return]
+
+
+_DIFFERENTIATES = re.compile(r"\.backward\s*\(|autograd\.(grad|backward)\s*\(|\bgrad\s*\(")
+
+
+def _never_differentiated(ctx: Context) -> bool:
+    """Whether nothing in the file differentiates (no ``backward()``, no
+    ``torch.autograd.grad``): a graph kept there is never used."""
+    memo = ctx.scratch.get("TMM101.never_differentiated")
+    if memo is None:
+        memo = ctx.scratch["TMM101.never_differentiated"] = \
+            _DIFFERENTIATES.search(ctx.source) is None
+    return memo  # type: ignore[no-any-return]
 
 
 def _given(key: str, fn: FunctionState) -> bool:
@@ -271,7 +284,12 @@ class GraphAccumulation(Rule):
                 return  # TMM103 reports evaluation code
             # outside training, only a loop over batches is a per-step loop: elsewhere
             # (tiles, chunks, prompts) collecting outputs is usually the computation itself
-            if not step_fn and not any(lp.loader for lp in loops):
+            # ... except a file that never differentiates, collecting outputs with their
+            # graphs over steps or data (a running sum may be an episode's return, summed
+            # for a backward the adapted code left out)
+            if not step_fn and not any(lp.loader for lp in loops) and not (
+                    acc.how != "add" and _never_differentiated(ctx) and
+                    any(time_loop(lp.node) for lp in loops)):
                 return
             if acc.how == "store" and ctx.kind(_container(node)) & VALUE:
                 return  # buf[i] = out copies into a tensor
