@@ -185,8 +185,9 @@ TARGET_NAME = re.compile(r"^(y|y_?true|y_?gt|gts?|targets?|labels?|ground_truths
                          r"[a-z0-9_]*_(targets?|labels?))$", re.IGNORECASE)
 LOSS_NAME = re.compile(r"(loss|criterion|criteria|objective)", re.IGNORECASE)
 #: names that denote an optimizer
-OPTIMIZER_NAME = re.compile(r"^(opt|optim|optimizer|optimiser|[a-z0-9_]*_(opt|optim|optimizer))$",
-                            re.IGNORECASE)
+OPTIMIZER_NAME = re.compile(r"^(?:(?i:opt|optim|optimizer|optimiser|[a-z0-9_]*_(?:opt|optim|optimizer))"
+                            r"|(?:opt|optim|optimizer|optimiser)"  # optimizer_D, optD, opt2
+                            r"(?:_[A-Za-z0-9_]+|[A-Z][A-Za-z0-9]*|\d+))$")
 #: an iterable of batches
 LOADER_NAME = re.compile(r"(loader|batches|_dl$|^dl$|_iter$|^data_iter)", re.IGNORECASE)
 #: an iterable of evaluation batches

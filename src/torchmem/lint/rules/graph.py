@@ -114,6 +114,18 @@ def _never_differentiated(ctx: Context) -> bool:
     return memo  # type: ignore[no-any-return]
 
 
+def _over_positions(loop: ast.AST) -> bool:
+    """Whether ``loop`` goes over the positions of a tensor's dimension
+    (``range(x.shape[1])``, ``range(x.size(0))``, ``range(len(x))``): one result computed in
+    pieces (an RNN unrolled by hand), whose pieces are then joined."""
+    it = getattr(loop, "iter", None)
+    if type(it) is not ast.Call or getattr(it.func, "id", "") != "range":
+        return False
+    return any(type(n) is ast.Attribute and n.attr == "shape" or type(n) is ast.Call and (
+        getattr(n.func, "attr", "") == "size" or getattr(n.func, "id", "") == "len")
+        for a in it.args for n in ast.walk(a))
+
+
 def _given(key: str, fn: FunctionState) -> bool:
     """Whether ``key`` is reached from a parameter of ``fn`` that it never rebinds: the
     caller's object, which outlives the call."""
@@ -289,7 +301,7 @@ class GraphAccumulation(Rule):
             # for a backward the adapted code left out)
             if not step_fn and not any(lp.loader for lp in loops) and not (
                     acc.how != "add" and _never_differentiated(ctx) and
-                    any(time_loop(lp.node) for lp in loops)):
+                    any(time_loop(lp.node) and not _over_positions(lp.node) for lp in loops)):
                 return
             if acc.how == "store" and ctx.kind(_container(node)) & VALUE:
                 return  # buf[i] = out copies into a tensor

@@ -18,6 +18,22 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["MissingZeroGrad"]
 
 
+def _own_steppers(ctx: Context, keys: set[str]) -> set[str]:
+    """The ``keys`` bound in the file to an instance of a class of the file that does not
+    derive from an ``*Optimizer`` class (an EMA helper with a ``step()``)."""
+    tree = ctx.tree
+    if tree is None:
+        return set()
+    plain = {c.name for c in ast.walk(tree) if type(c) is ast.ClassDef and not any(
+        "Optim" in (key_of(b) or "") for b in c.bases)}
+    out = set()
+    for node in ast.walk(tree):
+        if type(node) is ast.Assign and type(node.value) is ast.Call and \
+                type(node.value.func) is ast.Name and node.value.func.id in plain:
+            out.update(k for k in (key_of(t) for t in node.targets) if k in keys)
+    return out
+
+
 @register
 class MissingZeroGrad(Rule):
     """A training loop calls ``backward()`` and ``optimizer.step()`` but never clears gradients.
@@ -27,7 +43,9 @@ class MissingZeroGrad(Rule):
         updates parameters by hand from ``p.grad``) but never ``zero_grad()`` (on the
         optimizer or the model), nor sets ``p.grad = None`` or ``p.grad.zero_()``. The
         finding points at the ``step()`` call, or at ``backward()`` for a hand-written
-        update.
+        update. Also flags a loop that steps several optimizers and calls ``zero_grad()``
+        on some of them only, with no other clearing in the loop (``model.zero_grad()``,
+        ``p.grad = None``): at the ``step()`` of the optimizer never cleared.
 
     Why:
         ``backward()`` adds into ``.grad``. Without clearing, each step uses the sum of
@@ -65,7 +83,10 @@ class MissingZeroGrad(Rule):
 
     def leave_loop(self, loop: LoopState, ctx: Context) -> None:
         facts = loop.facts
-        if not facts.backward or not facts.step or facts.zero_grad:
+        if not facts.backward or not facts.step:
+            return
+        if facts.zero_grad:
+            self._uncleared_optimizer(loop, ctx)
             return
         if any(call.args or call.keywords for call in facts.step_calls
                if not (getattr(call.func, "attr", "") == "step"
@@ -89,3 +110,41 @@ class MissingZeroGrad(Rule):
             "the loop calls backward() and step() but never zero_grad(): gradients add up "
             "across iterations, so every step after the first uses the wrong gradient; call "
             "optimizer.zero_grad(set_to_none=True) once per step"))
+
+    def _uncleared_optimizer(self, loop: LoopState, ctx: Context) -> None:
+        """A loop that steps several optimizers and clears some of them only
+        (``optimizer_E.zero_grad()`` but never ``optimizer_D.zero_grad()``), with no other
+        way of clearing in the loop (a module's ``zero_grad()``, ``p.grad = None``)."""
+        steps = {}
+        for call in loop.facts.step_calls:
+            if call.args or call.keywords:
+                return  # step(closure), scaler.step(optimizer): not read
+            key = key_of(getattr(call.func, "value", None)) if type(call.func) is ast.Attribute \
+                else None
+            if key is None:
+                return
+            steps.setdefault(key, call)
+        for key in _own_steppers(ctx, set(steps)):
+            del steps[key]  # ema_optimizer = WeightEMA(...): a class of the file, no gradients
+        cleared = set()
+        for node in ast.walk(loop.node):
+            if type(node) is ast.Call and type(node.func) is ast.Attribute and \
+                    node.func.attr in ("zero_grad", "zero_", "detach_"):
+                if node.func.attr != "zero_grad":
+                    return  # p.grad.zero_(): clearing by hand
+                cleared.add(key_of(node.func.value))
+            elif type(node) is ast.Assign and any(
+                    type(t) is ast.Attribute and t.attr == "grad" for t in node.targets):
+                return  # p.grad = None
+        if not cleared or not cleared <= set(steps):
+            return  # a module's zero_grad() may clear every optimizer's parameters
+        missing = [(key, call) for key, call in steps.items() if key not in cleared]
+        if not missing:
+            return
+        key, call = missing[0]
+        others = ", ".join(sorted(f"{k}.zero_grad()" for k in cleared))
+        ctx.report(self, call, (
+            f"the loop steps '{key}' but clears only other optimizers ({others}): the "
+            f"gradients of '{key}''s parameters add up across iterations, so each of its "
+            f"steps after the first uses the wrong gradient; call {key}.zero_grad("
+            f"set_to_none=True) once per step"))
