@@ -159,7 +159,15 @@ class GraphAccumulation(Rule):
         loader, or a ``training_step`` method, when the value comes from a model or
         criterion call, or from a tensor that requires grad, and no ``.item()``,
         ``.detach()`` or ``float()`` intervenes. The container must outlive the iteration:
-        it is created before the loop, or is an attribute.
+        it is created before the loop, or is an attribute. The same goes for an item
+        (``logs["loss"] = logs["loss"] + loss``, ``d.setdefault(k, []).append(loss)``) and
+        for an in-place add (``total.add_(loss)``, ``stats.device_stat("loss").add_(loss)``).
+        A training step that a loop of the file calls (it calls ``backward()`` itself:
+        ``take_training_step(model, batch, stats)``) keeps into what it is given: its
+        parameters and ``self``. In a file that never differentiates (no ``backward()``,
+        no ``autograd.grad``), outputs collected with their graphs in a loop over steps or
+        data (``range(n)``, ``while``, ``frames``) are flagged as well, whatever the loop;
+        a running sum and a loop over a tensor's positions (``range(x.shape[1])``) are not.
 
         Also flags a call in such a loop that hands a graph-carrying value to a method of a
         class of the same file, or imported from another file of the tree, which keeps it
@@ -180,9 +188,11 @@ class GraphAccumulation(Rule):
         (``ema = a * losses[1] + (1 - a) * ema``);
         and a forward hook (``layer.register_forward_hook(self.save)``) that appends its
         output argument to ``self.*`` or to a list of the enclosing function, keeping one
-        graph per forward pass. In the ``forward`` of an ``nn.Module`` with parameters of
-        its own, it flags a statistic of the input folded into a ``register_buffer``
-        buffer with recording on, in an update that decays the buffer's old value
+        graph per forward pass. In the ``forward`` of an ``nn.Module`` layer (with
+        parameters of its own, deriving from a torch normalisation layer, or built by
+        another module of the file), it flags a statistic of the input folded into a
+        buffer (registered in the class or a base class of the file, or a torch
+        normalisation layer's running statistics; an item of it too) with recording on, in an update that decays the buffer's old value
         (``self.running_mean.mul_(1 - m).add_(mean * m)``,
         ``self.running_var = (1 - m) * self.running_var + m * var``, no ``.detach()``):
         the buffer chains every call's graph onto its previous value. A function that
