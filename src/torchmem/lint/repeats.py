@@ -62,6 +62,8 @@ class _File:
         self.classes: dict[str, ast.ClassDef] = {}
         self.methods: dict[tuple[str, str], ast.AST] = {}
         self.owner: dict[int, str] = {}  # id(method) -> class name
+        #: name -> class of the file it is bound to somewhere (``net = ONN(...)``)
+        self.instances: dict[str, str] = {}
         for node in tree.body:
             if type(node) in _FUNCS:
                 self.functions[node.name] = node  # type: ignore[attr-defined]
@@ -71,6 +73,11 @@ class _File:
                     if type(item) in _FUNCS:
                         self.methods[(node.name, item.name)] = item  # type: ignore[attr-defined]
                         self.owner[id(item)] = node.name
+        for node in ast.walk(tree):
+            if type(node) is ast.Assign and len(node.targets) == 1 and \
+                    type(node.targets[0]) is ast.Name and type(node.value) is ast.Call and \
+                    type(node.value.func) is ast.Name and node.value.func.id in self.classes:
+                self.instances[node.targets[0].id] = node.value.func.id
 
     def method(self, cls: str, name: str, seen: frozenset[str] = frozenset()) -> ast.AST | None:
         """``cls.name``, looked up through the base classes of the file."""
@@ -92,12 +99,14 @@ class _File:
         if type(func) is ast.Name:
             return func.id in self.functions or func.id in self.classes
         return type(func) is ast.Attribute and (
-            type(func.value) is ast.Name and func.value.id == "self" or
+            type(func.value) is ast.Name and (func.value.id == "self" or
+                                              func.value.id in self.instances) or
             type(func.value) is ast.Call)
 
     def callees(self, call: ast.Call, cls: str | None) -> list[ast.AST]:
         """The functions of the file that ``call`` runs: a function, a class's ``__init__``,
-        a method called on ``self`` inside class ``cls``, or a base class's method called
+        a method called on ``self`` inside class ``cls`` or on a name the file binds to an
+        instance of one of its classes, or a base class's method called
         through ``super()``."""
         func = call.func
         if type(func) is ast.Name:
@@ -109,6 +118,10 @@ class _File:
         elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
                 func.value.id == "self" and cls is not None:
             found = self.method(cls, func.attr)
+            return [found] if found is not None else []
+        elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
+                func.value.id in self.instances:  # net.partial_fit(x) with net = ONN(...)
+            found = self.method(self.instances[func.value.id], func.attr)
             return [found] if found is not None else []
         elif type(func) is ast.Attribute and type(func.value) is ast.Call and \
                 type(func.value.func) is ast.Name and func.value.func.id == "super" and \
