@@ -78,8 +78,8 @@ class FullyBayesianPosterior(GPyTorchPosterior):
         self._mixture_mean: Optional[Tensor] = None
         self._mixture_variance: Optional[Tensor] = None
 
-        # using lru_cache on methods can cause memory leaks. See flake8 B019
-        # So we define a function here instead, to be called by self.quantile
+        # quantiles are computed by a function defined here and cached with lru_cache,
+        # to be called by self.quantile
         @lru_cache
         def _quantile(value: Tensor) -> Tensor:
             r"""Compute the posterior quantiles for the mixture of models."""
