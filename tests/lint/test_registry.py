@@ -89,13 +89,14 @@ def test_selection():
     assert [r.code for r in select_rules(["TMM1"], ["TMM102"])] == ["TMM101", "TMM103", "TMM104",
                                                                   "TMM105", "TMM106", "TMM107",
                                                                   "TMM108", "TMM109", "TMM110",
-                                                                  "TMM111", "TMM112", "TMM113", "TMM114"]
+                                                                  "TMM111", "TMM112", "TMM113", "TMM114",
+                                                                  "TMM115"]
     assert "TMM106" not in default and ALL["TMM106"].trial  # a memory rule on trial: opt-in
     assert "TMM107" not in default and ALL["TMM107"].trial
     assert "TMM108" not in default and ALL["TMM108"].trial
     assert "TMM109" not in default and ALL["TMM109"].trial
     assert "TMM111" not in default and ALL["TMM111"].trial
-    assert {"TMM110", "TMM112", "TMM113", "TMM114"} <= default
+    assert {"TMM110", "TMM112", "TMM113", "TMM114", "TMM115"} <= default
     assert resolve_codes(["graph-accumulation"]) == {"TMM101"}
     with pytest.raises(UsageError, match="TMM777"):
         select_rules(["TMM777"])

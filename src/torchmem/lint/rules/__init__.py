@@ -10,7 +10,8 @@ Families (the hundreds digit of the code):
   :mod:`~torchmem.lint.rules.hook_records`, TMM109 in
   :mod:`~torchmem.lint.rules.loaded_checkpoint`, TMM110 and TMM111 in
   :mod:`~torchmem.lint.rules.memoizers`, TMM112 in :mod:`~torchmem.lint.rules.hook_repeats`, TMM113 in
-  :mod:`~torchmem.lint.rules.self_cycles`, TMM114 in :mod:`~torchmem.lint.rules.jit_repeats`).
+  :mod:`~torchmem.lint.rules.self_cycles`, TMM114 in :mod:`~torchmem.lint.rules.jit_repeats`, TMM115 in
+  :mod:`~torchmem.lint.rules.known_leaks`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -34,6 +35,7 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     hook_repeats,
     intermediates,
     jit_repeats,
+    known_leaks,
     lightning,
     loaded_checkpoint,
     loops,
