@@ -20,7 +20,7 @@ import ast
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
-from torchmem.lint.children import body_fields
+from torchmem.lint.children import all_statements, body_fields
 from torchmem.lint.facts import key_of
 from torchmem.lint.knowledge import last_name
 
@@ -73,7 +73,7 @@ class _File:
                     if type(item) in _FUNCS:
                         self.methods[(node.name, item.name)] = item  # type: ignore[attr-defined]
                         self.owner[id(item)] = node.name
-        for node in ast.walk(tree):
+        for node in all_statements(tree):
             if type(node) is ast.Assign and len(node.targets) == 1 and \
                     type(node.targets[0]) is ast.Name and type(node.value) is ast.Call and \
                     type(node.value.func) is ast.Name and node.value.func.id in self.classes:

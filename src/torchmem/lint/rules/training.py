@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.children import all_statements
 from torchmem.lint.facts import key_of
 from torchmem.lint.registry import Rule, register
 
@@ -18,20 +19,21 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["MissingZeroGrad"]
 
 
-def _own_steppers(ctx: Context, keys: set[str]) -> set[str]:
-    """The ``keys`` bound in the file to an instance of a class of the file that does not
-    derive from an ``*Optimizer`` class (an EMA helper with a ``step()``)."""
-    tree = ctx.tree
-    if tree is None:
-        return set()
-    plain = {c.name for c in ast.walk(tree) if type(c) is ast.ClassDef and not any(
-        "Optim" in (key_of(b) or "") for b in c.bases)}
-    out = set()
-    for node in ast.walk(tree):
-        if type(node) is ast.Assign and type(node.value) is ast.Call and \
-                type(node.value.func) is ast.Name and node.value.func.id in plain:
-            out.update(k for k in (key_of(t) for t in node.targets) if k in keys)
-    return out
+def _own_steppers(ctx: Context) -> frozenset[str]:
+    """Names the file binds to an instance of a class of the file that does not derive
+    from an ``*Optimizer`` class (an EMA helper with a ``step()``); once per file."""
+    memo = ctx.scratch.get("TMM501.own_steppers")
+    if memo is None:
+        tree = ctx.tree
+        statements = all_statements(tree) if tree is not None else []
+        plain = {c.name for c in statements if type(c) is ast.ClassDef and not any(
+            "Optim" in (key_of(b) or "") for b in c.bases)}  # type: ignore[attr-defined]
+        memo = ctx.scratch["TMM501.own_steppers"] = frozenset(
+            k for node in statements if type(node) is ast.Assign and
+            type(node.value) is ast.Call and type(node.value.func) is ast.Name and  # type: ignore[attr-defined]
+            node.value.func.id in plain  # type: ignore[attr-defined]
+            for k in (key_of(t) for t in node.targets) if k)  # type: ignore[attr-defined]
+    return memo  # type: ignore[no-any-return]
 
 
 @register
@@ -124,8 +126,6 @@ class MissingZeroGrad(Rule):
             if key is None:
                 return
             steps.setdefault(key, call)
-        for key in _own_steppers(ctx, set(steps)):
-            del steps[key]  # ema_optimizer = WeightEMA(...): a class of the file, no gradients
         cleared = set()
         for node in ast.walk(loop.node):
             if type(node) is ast.Call and type(node.func) is ast.Attribute and \
@@ -139,6 +139,9 @@ class MissingZeroGrad(Rule):
         if not cleared or not cleared <= set(steps):
             return  # a module's zero_grad() may clear every optimizer's parameters
         missing = [(key, call) for key, call in steps.items() if key not in cleared]
+        if missing:  # ema_optimizer = WeightEMA(...): a class of the file, no gradients
+            own = _own_steppers(ctx)
+            missing = [(key, call) for key, call in missing if key not in own]
         if not missing:
             return
         key, call = missing[0]
