@@ -54,18 +54,42 @@ def _table(rules: list[type[Rule]]) -> tuple[dict[type, list[Callable[..., None]
         return cached
     nodes: dict[type, list[Callable[..., None]]] = {}
     hooks: dict[str, list[Callable[..., None]]] = {h: [] for h in _HOOKS}
+    by_tail: dict[str, list[Callable[..., None]]] = {}
     for cls in rules:
         inst = cls()
         for attr in dir(cls):
-            if attr.startswith("visit_"):
+            if attr == "visit_Call" and cls.call_tails:
+                for tail in cls.call_tails:  # dispatched by the callee's name, below
+                    by_tail.setdefault(tail, []).append(inst.visit_Call)  # type: ignore[attr-defined]
+            elif attr.startswith("visit_"):
                 node_type = getattr(ast, attr[6:], None)
                 if node_type is None:
                     raise TypeError(f"{cls.code}: no ast node type for handler {attr}")
                 nodes.setdefault(node_type, []).append(getattr(inst, attr))
             elif attr in hooks:
                 hooks[attr].append(getattr(inst, attr))
+    if by_tail:
+        nodes.setdefault(ast.Call, []).append(_tail_dispatch(by_tail))
     _TABLES[key] = (nodes, hooks)
     return nodes, hooks
+
+
+def _tail_dispatch(by_tail: dict[str, list[Callable[..., None]]]) -> Callable[..., None]:
+    """One ``Call`` handler for the rules that declare ``call_tails``: it reads the callee's
+    last name once (``cycle`` of ``itertools.cycle(...)``) and runs only the handlers that
+    asked for it, instead of each rule testing every call of the file."""
+    get = by_tail.get
+
+    def dispatch(node: ast.Call, ctx: Any) -> None:
+        func = node.func
+        t = type(func)
+        handlers = get(func.attr if t is ast.Attribute else func.id if t is ast.Name  # type: ignore[attr-defined]
+                       else "")
+        if handlers:
+            for handler in handlers:
+                handler(node, ctx)
+
+    return dispatch
 
 
 

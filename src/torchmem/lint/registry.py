@@ -59,6 +59,9 @@ class Rule:
             rules and the rules on trial.
         trial: a memory or correctness rule kept off by default until its findings on
             real projects are measured to be right often enough for the default set.
+        call_tails: when set, the rule's ``visit_Call`` runs only for calls whose callee's
+            last name is one of these (``{"cycle"}`` for ``itertools.cycle(...)`` and
+            ``cycle(...)``): the engine reads that name once per call for all such rules.
         category: what a finding is: ``"memory"`` (memory kept or wasted),
             ``"correctness"`` (wrong gradients or a runtime error), both in the default set;
             ``"hygiene"`` (deprecated or fragile API use, not a memory problem) and
@@ -67,6 +70,7 @@ class Rule:
     """
 
     code: ClassVar[str] = ""
+    call_tails: ClassVar[frozenset[str] | None] = None
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     fix_title: ClassVar[str | None] = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import CONTAINER, GRAPH, LEAF, TENSOR, TYPED, VALUE
@@ -96,11 +97,15 @@ def _called_step(ctx: Context) -> bool:
     found = memo.get(id(fn.node))
     if found is None:
         # cheap first test: the file calls the name somewhere besides its definition
-        called = len(re.findall(rf"\b{re.escape(fn.name)}\s*\(", ctx.source)) > 1
+        names = ctx.scratch.get("TMM101.call_names")
+        if names is None:
+            names = ctx.scratch["TMM101.call_names"] = Counter(_CALLED.findall(ctx.source))
+        called = names[fn.name] > 1
         found = memo[id(fn.node)] = called and id(fn.node) in repeated(ctx)
     return found  # type: ignore[no-any-return]
 
 
+_CALLED = re.compile(r"\b(\w+)\s*\(")
 _DIFFERENTIATES = re.compile(r"\.backward\s*\(|autograd\.(grad|backward)\s*\(|\bgrad\s*\(")
 
 
@@ -124,6 +129,14 @@ def _over_positions(loop: ast.AST) -> bool:
     return any(type(n) is ast.Attribute and n.attr == "shape" or type(n) is ast.Call and (
         getattr(n.func, "attr", "") == "size" or getattr(n.func, "id", "") == "len")
         for a in it.args for n in ast.walk(a))
+
+
+def _maybe_called_step(node: ast.AST, ctx: Context) -> bool:
+    """:func:`_called_step`, asked only for a statement that accumulates, in a function
+    that differentiates (the cheap tests first)."""
+    fn = ctx.fn
+    return fn is not None and fn.facts.has_backward and \
+        accumulation(node, ctx) is not None and _called_step(ctx)
 
 
 def _given(key: str, fn: FunctionState) -> bool:
@@ -408,7 +421,7 @@ class GraphAccumulation(Rule):
         if type(node.func) is ast.Attribute and (ctx.loops or per_call(ctx)):
             self._check(node, ctx)
             self._check_callee(node, ctx)
-        elif type(node.func) is ast.Attribute and _called_step(ctx):
+        elif type(node.func) is ast.Attribute and _maybe_called_step(node, ctx):
             self._check(node, ctx)
 
     def enter_function(self, state: FunctionState, ctx: Context) -> None:
@@ -436,10 +449,10 @@ class GraphAccumulation(Rule):
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
         self._check_buffer(node, ctx)
-        if ctx.loops or per_call(ctx) or _called_step(ctx):
+        if ctx.loops or per_call(ctx) or _maybe_called_step(node, ctx):
             self._check(node, ctx)
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
         self._check_buffer(node, ctx)
-        if ctx.loops or per_call(ctx) or _called_step(ctx):
+        if ctx.loops or per_call(ctx) or _maybe_called_step(node, ctx):
             self._check(node, ctx)

@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["JitCompileInLoop"]
 
 _COMPILE = frozenset({"torch.jit.trace", "torch.jit.trace_module", "torch.jit.script"})
-_TAILS = frozenset(q.rpartition(".")[2] for q in _COMPILE)
 
 
 def _guard(test: ast.expr) -> bool:
@@ -103,14 +102,10 @@ class JitCompileInLoop(Rule):
     code = "TMM114"
     name = "jit-compile-in-loop"
     summary = "torch.jit.trace/script called on every pass of a loop over steps or data"
+    call_tails = frozenset(q.rpartition(".")[2] for q in _COMPILE)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        func = node.func
-        tail = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name \
-            else ""
-        if tail not in _TAILS:
-            return
-        qual = ctx.qualname(func)
+        qual = ctx.qualname(node.func)
         if qual not in _COMPILE:
             return
         where = None

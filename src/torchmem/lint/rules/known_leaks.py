@@ -94,12 +94,10 @@ class SparseCsrParameter(Rule):
     code = "TMM115"
     name = "sparse-csr-parameter"
     summary = "trainable nn.Parameter in the sparse CSR layout: torch leaks a gradient per backward"
+    call_tails = frozenset({"Parameter"})
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
-        func = node.func
-        tail = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name \
-            else ""
-        if tail != "Parameter" or not node.args or ctx.qualname(func) not in _PARAMETER:
+        if not node.args or ctx.qualname(node.func) not in _PARAMETER:
             return
         if any(k.arg == "requires_grad" and type(k.value) is ast.Constant and
                k.value.value is False for k in node.keywords):

@@ -95,6 +95,7 @@ class EmptyCacheInLoop(Rule):
     code = "TMM201"
     name = "empty-cache-in-loop"
     summary = "torch.cuda.empty_cache() called on every iteration of a per-step loop"
+    call_tails = frozenset({"empty_cache"})
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         if getattr(node.func, "attr", "") != "empty_cache" or \
@@ -165,6 +166,7 @@ class GcCollectInLoop(Rule):
     code = "TMM202"
     name = "gc-collect-in-loop"
     summary = "gc.collect() called on every iteration of a per-step loop"
+    call_tails = frozenset({"collect"})
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
@@ -235,6 +237,7 @@ class ModuleToDeviceInLoop(Rule):
     code = "TMM203"
     name = "module-to-device-in-loop"
     summary = "model or criterion moved to a device on every iteration"
+    call_tails = frozenset({"to", "cuda"})
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func

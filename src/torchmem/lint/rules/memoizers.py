@@ -156,13 +156,11 @@ class CycleKeepsBatches(Rule):
     code = "TMM110"
     name = "cycle-keeps-batches"
     summary = "itertools.cycle() over a data loader or dataset keeps every batch it yields"
+    call_tails = frozenset({"cycle"})
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
-        tail = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute \
-            else ""
-        if tail != "cycle" or not node.args or ctx.qualname(func) not in _CYCLE or \
-                _shadowed(func, ctx):
+        if not node.args or ctx.qualname(func) not in _CYCLE or _shadowed(func, ctx):
             return
         what = _batches(node.args[0], ctx)
         if what is None:

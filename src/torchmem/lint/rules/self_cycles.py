@@ -214,9 +214,10 @@ class SelfReferenceCycle(Rule):
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
-        if not any(type(t) is ast.Attribute and type(t.value) is ast.Name  # type: ignore[attr-defined]
-                   for t in node.targets):
-            return  # cheap first test: no attribute of a name is assigned
+        target = node.targets[0]
+        if ctx.fn is None or ctx.fn.class_name is None or type(target) is not ast.Attribute or \
+                type(target.value) is not ast.Name:
+            return  # cheap first test: not ``self.x = ...`` in a method
         m = _method(ctx)
         if m is None or not any(_is_self(t, m.self_name) for t in node.targets):
             return
