@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 LEAKY = '''import torch
 
@@ -28,19 +24,9 @@ def train(model, loader, optimizer):
 HEALTHY = LEAKY.replace("losses.append(loss)", "losses.append(loss.item())")
 
 
-def _module():
-    path = ROOT / "benchmarks" / "lint_doctor_corpora.py"
-    spec = importlib.util.spec_from_file_location("torchmem_lint_doctor_corpora", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def ldc():
-    return _module()
+def ldc(load_benchmark):
+    return load_benchmark("lint_doctor_corpora")
 
 
 def _corpus(tmp_path: Path, leak_line: int) -> Path:

@@ -182,24 +182,11 @@ def test_later_corpora_have_multi_file_commits(name):
     assert any(_context_files(e) for e in entries)
 
 
-def _recall_module():
-    import importlib.util
-    import sys
-
-    path = ROOT / "benchmarks" / "lint_recall.py"
-    spec = importlib.util.spec_from_file_location("torchmem_lint_recall", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_recall_leaves_out_findings_identical_before_and_after_the_fix():
+def test_recall_leaves_out_findings_identical_before_and_after_the_fix(load_benchmark):
     """A finding with the same rule and message on the fixed statement before and after the
     fix (another ``.item()`` on the same line) is about code the fix left alone: it neither
     flags the commit nor keeps it flagged; a changed message still counts on both sides."""
-    changed = _recall_module()._changed
+    changed = load_benchmark("lint_recall")._changed
     item = {"code": "TMM901", "message": "'x.item()' on every training step"}
     graph = {"code": "TMM101", "message": "'loss' carries an autograd graph"}
     assert changed([graph, item], [item]) == (["TMM101"], [])

@@ -8,10 +8,8 @@ graph. Nothing is fetched.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -43,19 +41,9 @@ def train(model, opt, loader):
 ACCUMULATED = "        total += train_step(model, opt, x, y)\n"
 
 
-def _module():
-    path = ROOT / "benchmarks" / "lint_recall_project.py"
-    spec = importlib.util.spec_from_file_location("torchmem_lint_recall_project", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def lrp():
-    return _module()
+def lrp(load_benchmark):
+    return load_benchmark("lint_recall_project")
 
 
 def _git(repo: Path, *args: str) -> str:
