@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint import flags
 from torchmem.lint.facts import key_of
-from torchmem.lint.kinds import MODEL, TYPE, VALUE
+from torchmem.lint.kinds import GRAPH, LEAF, MODEL, TYPE, TYPED, VALUE
 from torchmem.lint.knowledge import ENABLE_GRAD_CONTEXTS, NO_GRAD_CONTEXTS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,11 +24,12 @@ __all__ = ["effects", "requires_grad", "grad_delta"]
 
 #: the methods whose statement-level calls :func:`effects` follows
 _EFFECT_ATTRS = frozenset({"detach_", "requires_grad_", "eval", "enter_context",
-                           "set_grad_enabled"})
+                           "set_grad_enabled", "backward"})
 
 
 def effects(ctx: Context, value: ast.expr) -> None:
-    """Statement-level calls that change the flow: ``h.detach_()``, ``torch.set_grad_enabled``."""
+    """Statement-level calls that change the flow: ``h.detach_()``, ``torch.set_grad_enabled``,
+    ``loss.backward()`` (the name carries a graph, whatever made it)."""
     if type(value) is not ast.Call:
         return
     func = value.func
@@ -41,6 +42,11 @@ def effects(ctx: Context, value: ast.expr) -> None:
             ctx.fn.flow.env[key] = (ctx.fn.flow.env.get(key, 0) & TYPE) | 4
         elif func.attr == "requires_grad_" and key:
             requires_grad(ctx, func.value, value.args[0] if value.args else None)
+        elif func.attr == "backward" and key and not value.args and \
+                (ctx.fn.flow.env.get(key, 0) & (GRAPH | LEAF)) == 0:
+            # loss.backward() raises unless loss carries a graph: from here on it does
+            # (accelerator.backward(loss), with an argument, is a wrapper's method)
+            ctx.fn.flow.env[key] = ctx.fn.flow.env.get(key, 0) | GRAPH | TYPED
         elif func.attr == "eval" and key and not value.args:
             ctx.fn.flow.env[key] = ctx.fn.flow.env.get(key, 0) | MODEL
         elif func.attr == "enter_context" and len(value.args) == 1 and \
