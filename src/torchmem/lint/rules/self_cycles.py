@@ -120,16 +120,22 @@ def _family_methods(cls_name: str, ctx: Context) -> frozenset[str]:
     """Method names of the class, of its base classes in the file and of its subclasses in
     the file (a base class's ``self.update`` may be defined by a subclass)."""
     classes = {c.name: c for c in getattr(ctx.tree, "body", ()) if type(c) is ast.ClassDef}
-    bases = {c: {b.id for b in node.bases if type(b) is ast.Name} for c, node in classes.items()}
+    parents = {c: {b.id for b in node.bases if type(b) is ast.Name} & classes.keys()
+               for c, node in classes.items()}
     family = {cls_name}
-    changed = True
-    while changed:
-        changed = False
-        for name, parents in bases.items():
-            if name not in family and parents & family or name in family and \
-                    not parents & set(classes) <= family:
-                family |= {name} | (parents & set(classes))
-                changed = True
+    todo = [cls_name]
+    while todo:  # upwards: the bases of the file, transitively
+        for base in parents.get(todo.pop(), ()):
+            if base not in family:
+                family.add(base)
+                todo.append(base)
+    todo = [cls_name]
+    while todo:  # downwards: the subclasses of the file, transitively
+        current = todo.pop()
+        for sub, bases in parents.items():
+            if current in bases and sub not in family:
+                family.add(sub)
+                todo.append(sub)
     return frozenset(f.name for c in family if c in classes for f in classes[c].body
                      if type(f) in _FUNCS)  # type: ignore[attr-defined]
 
