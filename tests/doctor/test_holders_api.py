@@ -91,6 +91,32 @@ def test_lru_cache_entries_bounded_and_unbounded():
     _bounded.cache_clear()
 
 
+class _Sample:
+    def __init__(self, values):
+        self.values = values
+
+    @property
+    @functools.lru_cache(maxsize=None)
+    def spread(self):
+        return self.values.std()
+
+
+def test_an_lru_cache_under_property_keeps_the_instances_it_was_read_on():
+    # the class is opened: the cache's key keeps `self`, hence what `self` holds
+    sample = _Sample(torch.randn(50))
+    assert sample.spread.ndim == 0
+    ref = weakref.ref(sample.values)
+    del sample
+    try:
+        found = torchmem.holders(ref())
+        assert [h.path for h in found] == ["the cache of _Sample.spread.fget.values"]
+        assert found[0].kind == "attribute"
+    finally:
+        _Sample.spread.fget.cache_clear()
+    gc.collect()
+    assert ref() is None
+
+
 def test_views_parameters_grads_and_saved_tensors():
     base = torch.zeros(100)
     view = base[:10]

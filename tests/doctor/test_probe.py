@@ -95,6 +95,18 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # the same statistics rebound with graphs in two layers of one class: no one child of
     # `net` explains 70%, the largest of the attributes is named, at its class's statement
     ("stats_rebound_in_two_layers.py", "hidden_state_chain", "net.norm2.scale", 13),
+    # the chain goes through a temporary (`candidate = f(current)`, `current = candidate`):
+    # the rebinding in the loop, not `current = start` that begins each chain
+    ("chain_through_temporary.py", "hidden_state_chain", "current", 23),
+    # a list that keeps as many items while its graph grows: the statement that replaces
+    # an item, not the append that filled it once in the constructor
+    ("state_items_replaced.py", "retained_graph", "opt.velocities", 21),
+    # an lru_cache under @property: the class is opened, the cache keyed on `self` keeps
+    # every instance read; the line is the lru_cache decorator
+    ("property_lru_cache.py", "growing_container", "Estimate.spread.fget", 11),
+    # a cached closure over `self` stored on `self`: the statement that stores it closes
+    # the cycle (the decorated def's first line is its decorator)
+    ("cached_closure_on_self.py", "reference_cycle", "interval", 15),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)
@@ -170,7 +182,9 @@ def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it
                                     "healthy_fisher_no_update.py", "healthy_leaf_grad_sum.py",
                                     "healthy_clip_zero_inplace.py", "healthy_numpy_bounded.py",
                                     "healthy_trials_results_only.py",
-                                    "healthy_cache_keyed_by_names.py"])
+                                    "healthy_cache_keyed_by_names.py",
+                                    "healthy_chain_through_temporary.py",
+                                    "healthy_property_lru_cache.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

@@ -178,3 +178,40 @@ def test_in_place_update_does_not_make_a_fresh_local_accumulate(tmp_path):
     assert not _rebound_fresh(PathStats(**{**{f: getattr(stats, f) for f in (
         "path", "kind", "type", "depth", "root", "function", "tensors", "storage_bytes",
         "survived")}, "file": kept}), sig)  # near miss: reads its old value
+
+
+def test_a_rebinding_through_a_temporary_reads_the_old_value(tmp_path):
+    # `new = f(old)`, `new = g(new, old)`, `old = new`: `old = new` carries the old value
+    # on, `old = base` only starts the chain; flow-insensitive but per function
+    path = tmp_path / "chain.py"
+    path.write_text(textwrap.dedent("""
+        def attack(base, steps):
+            old = base
+            for i in range(steps):
+                new = step(old)
+                new = mix(new, old)
+                old = new
+            return old
+
+        def other(new):
+            old = new
+    """))
+    found = {s.line: s.kind for s in find_statements("old", [str(path)])}
+    assert found == {3: "rebind", 7: "assign", 11: "rebind"}
+    assert best_statement(find_statements("old", [str(path)]), "chain").line == 7
+
+
+def test_a_container_whose_items_are_replaced_names_the_replacement(tmp_path):
+    path = tmp_path / "groups.py"
+    path.write_text(textwrap.dedent("""
+        class Opt:
+            def add(self, params):
+                self.state.append(init(params))
+
+            def step(self, loss):
+                for i, s in enumerate(self.state):
+                    self.state[i] = update(s, loss)
+    """))
+    found = find_statements("opt.state", [str(path)])
+    assert best_statement(found, "chain").line == 4  # appends first, by default
+    assert best_statement(found, "chain", replaced=True).line == 8

@@ -82,12 +82,13 @@ def _files(stats: PathStats) -> list[str]:
 
 
 def _statement(stats: PathStats, want: str, end: str | None = None,
-               near: tuple[str, int] | None = None) -> Statement | None:
+               near: tuple[str, int] | None = None, replaced: bool = False) -> Statement | None:
     hook = want == "hook"
     found = at_end(find_statements(stats.path, _files(stats), hook=hook,
                                    hook_names=stats.hook_names, hook_methods=stats.hook_methods), end)
     return best_statement(found, want, function=stats.function, exact=stats.path,
-                          brings_graph=want == "chain" and stats.passes > 0, near=near)
+                          brings_graph=want == "chain" and stats.passes > 0, near=near,
+                          replaced=replaced)
 
 
 def _kind(stats: PathStats) -> str:
@@ -176,7 +177,8 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         stmt = chained[1] if chained else binding_statement(
             path, _files(stats), stats.function, owner_type) or _statement(
             stats, want, growing_end(ev.snapshots, path),
-            ev.snapshots[-1].site if ev.snapshots else None)
+            ev.snapshots[-1].site if ev.snapshots else None,
+            replaced=want in ("chain", "sum") and stats.items is not None and sig["items"] == 0)
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
         if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \

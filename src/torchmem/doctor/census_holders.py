@@ -280,7 +280,8 @@ def describe_census(census: Any, when: str, step: int, used: dict[str, int],
     roots = _roots(frame, is_user, main_globals)
     try:
         found = search(roots, {e.key for e in top_rows + unowned_rows}, set(),
-                       max_paths=MAX_PATHS, max_objects=MAX_OBJECTS, walked=walked)
+                       max_paths=MAX_PATHS, max_objects=MAX_OBJECTS, walked=walked,
+                       is_user=is_user)
     finally:
         roots.clear()
 

@@ -14,11 +14,14 @@ variable also reaches stays the variable's) and before what C objects reference
 internally.
 
 Of a class's own ``__dict__`` the walk takes every value that can hold something: not
-dunder or ``_sunder_`` names, not numbers or strings, not properties, and a function
+dunder or ``_sunder_`` names, not numbers or strings, and a function
 (``staticmethod``/``classmethod`` unwrapped) only when it has closure cells (a decorator
 that wraps a method keeps its cache in a cell: ``func_with_cache``); a plain method
-keeps nothing. Paths are written as the user writes them: ``Bottleneck.out_saved``,
-``Positions.forward`` for an ``lru_cache`` wrapper in the class body,
+keeps nothing. A property is opened only for the accessors that can keep something: an
+``lru_cache`` under ``@property`` (whose cache, keyed on ``self``, keeps every instance
+whose property was read) or an accessor with closure cells. Paths are written as the
+user writes them: ``Bottleneck.out_saved``, ``Positions.forward`` for an ``lru_cache``
+wrapper in the class body, ``Posterior.mean.fget`` for one under ``@property``,
 ``Embedding.forward:func_with_cache`` for a cache a decorator closes over.
 """
 
@@ -63,15 +66,27 @@ def class_items(cls: type) -> list[tuple[str, Any]]:
     for name, value in own:
         if not isinstance(name, str) or _dunder(name):
             continue
+        if isinstance(value, property):
+            out.extend((f"{name}.{part}", accessor) for part in ("fget", "fset", "fdel")
+                       if _keeps(accessor := getattr(value, part, None)))
+            continue
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
         if isinstance(value, types.FunctionType):
             if not value.__closure__:
                 continue
-        elif isinstance(value, (property, _ATOMIC)):
+        elif isinstance(value, _ATOMIC):
             continue
         out.append((name, value))
     return out
+
+
+def _keeps(accessor: Any) -> bool:
+    """Whether a property's accessor can keep values: an ``lru_cache`` wrapper, or a
+    function with closure cells."""
+    if isinstance(accessor, types.FunctionType):
+        return bool(accessor.__closure__)
+    return type(accessor).__name__ == "_lru_cache_wrapper"
 
 
 def classes_in(namespace: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, type]]:

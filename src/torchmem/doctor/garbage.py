@@ -129,7 +129,7 @@ def _stored_at(file: str, def_line: int, name: str) -> tuple[int, str] | None:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                 isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef)) and c.name == name
-                and c.lineno <= def_line <= (c.end_lineno or c.lineno) for c in node.body):
+                and _first_line(c) <= def_line <= (c.end_lineno or c.lineno) for c in node.body):
             outer = node
     if outer is None:
         return None
@@ -148,6 +148,12 @@ def _stored_at(file: str, def_line: int, name: str) -> tuple[int, str] | None:
         return None
     line = found.pop()
     return line, lines[line - 1].strip() if line <= len(lines) else ""
+
+
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The first line of a ``def`` with its decorators (a code object's
+    ``co_firstlineno``: ``@lru_cache`` above ``def f``)."""
+    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
 
 
 def _describe(obj: Any, is_user: Callable[[str], bool]) -> Anchor | None:

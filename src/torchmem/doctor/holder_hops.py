@@ -95,6 +95,11 @@ def _children(obj: Any, path: str, in_graph: bool = False) -> Iterator[tuple[Any
     if type(obj).__name__ == "_lru_cache_wrapper":
         for key, result in _lru_entries(obj):
             yield result, f"the cache of {path}", "cache", f"lru_cache entry for {key!r:.60}"
+            # the key keeps the call's arguments (a method's `self` among them)
+            for arg in (key if type(key) is tuple else (key,)):
+                if not isinstance(arg, ATOMIC):
+                    yield arg, f"the cache of {path}", "cache", \
+                        f"an argument of a cached call ({type(arg).__name__})"
         yield obj.__wrapped__, path, "attribute", ""
         return
     if isinstance(obj, types.FunctionType):

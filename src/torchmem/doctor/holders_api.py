@@ -9,6 +9,10 @@ caches, exceptions' tracebacks, generators, a tensor's ``.grad`` and the tensors
 first: ``self.stats.total``, ``logs['loss'][3]``, ``model.encoder.weight.grad``,
 ``the cache of embed`` (an ``lru_cache``), ``step.__closure__[0].cell_contents``,
 ``loss.grad_fn (saved for backward)``, ``err.__traceback__ (frame of train: batch)``.
+The user's own classes are opened once the variables are walked (what a class keeps is
+shared by its instances: a list in the class body, an ``lru_cache`` on a method or under
+``@property``, whose cache keeps every instance it was called with): paths such as
+``Posterior.mean.fget`` (see :mod:`torchmem.doctor.class_walk`).
 
 A tensor is matched by its storage: a view of it keeps the same memory alive and is
 reported (``detail`` says it is a view). Anything else is matched by identity.
@@ -177,12 +181,13 @@ def holders(obj: Any, *, max_paths: int = 10, max_objects: int = 200_000) -> lis
         target_id = -1
     del obj
     frame = sys._getframe(1)
-    roots = _roots(frame)
+    is_user = _default_is_user()
+    roots = _roots(frame, is_user)
     del frame
     targets = {key} if key is not None else set()
     try:
         found = search(roots, targets, {target_id} - {-1}, max_paths=max_paths,
-                       max_objects=max_objects)
+                       max_objects=max_objects, is_user=is_user)
     finally:
         roots.clear()
     return found.get(key if key is not None else target_id, Search()).holders
@@ -197,7 +202,8 @@ class Search:
 
 def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[int],
            ids: set[int], *, max_paths: int = 10, max_objects: int = 200_000,
-           walked: list[int] | None = None) -> dict[int, Search]:
+           walked: list[int] | None = None,
+           is_user: Callable[[str], bool] | None = None) -> dict[int, Search]:
     """One breadth-first walk from ``roots`` (see :func:`_roots`) for several targets.
 
     The hops into autograd graphs (``loss.grad_fn``) are taken after every other path,
@@ -212,6 +218,9 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
         max_paths: stop looking for a target after this many holders of it.
         max_objects: stop after visiting this many objects.
         walked: when given, receives the number of objects visited.
+        is_user: which files are the user's: the classes they define, bound in a root or
+            the type of an object walked, are opened after everything else but graphs
+            and C objects' insides (None: no class is opened).
 
     Returns:
         target (storage key or id) -> its :class:`Search` (only targets that were found).
@@ -227,13 +236,19 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
     keep: list[Any] = []
     queue: deque[tuple[Any, str, str, str, str | None, str]] = deque()
     later: deque[tuple[Any, str, str, str, str | None, str]] = deque()
+    classes = _Classes(is_user)
     try:
         for namespace, kind, file, function in roots:
             for name, value in namespace.items():
                 if not (name.startswith("__") and name.endswith("__")) and value is not None:
                     queue.append((value, name, kind, "", file, function))
-        while (queue or later) and len(done) < wanted and len(seen) < max_objects:
-            if not queue:  # paths through autograd graphs and C objects' insides come last
+        while (queue or later or classes.pending) and len(done) < wanted \
+                and len(seen) < max_objects:
+            if not queue:  # the user's classes, then paths through autograd graphs and
+                # C objects' insides come last
+                if classes.pending:
+                    queue.extend(classes.take())
+                    continue
                 queue, later = later, queue
             value, path, kind, detail, file, function = queue.popleft()
             same = id(value) in ids
@@ -254,10 +269,14 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
                     done.add(target)
                 if wanted == 1:
                     continue
-            if id(value) in seen or isinstance(value, _ATOMIC) or isinstance(value, type):
+            if isinstance(value, type):
+                classes.note(value, path)
+                continue
+            if id(value) in seen or isinstance(value, _ATOMIC):
                 continue
             seen.add(id(value))
             keep.append(value)
+            classes.note(type(value))
             try:
                 for child, cpath, ckind, cdetail in _children(value, path, kind == "graph"):
                     if child is not None and not isinstance(child, _ATOMIC):
@@ -269,6 +288,38 @@ def search(roots: list[tuple[dict[str, Any], str, str | None, str]], keys: set[i
         queue.clear()
         later.clear()
         keep.clear()
+        classes.clear()
         if walked is not None:
             walked.append(len(seen))
     return found
+
+
+class _Classes:
+    """The user classes :func:`search` has met, with their attributes to walk (see
+    :mod:`torchmem.doctor.class_walk`): each class once, named as first met."""
+
+    def __init__(self, is_user: Callable[[str], bool] | None) -> None:
+        self.is_user = is_user
+        self.met: dict[int, type] = {}  # kept alive (so ids stay theirs) during the walk
+        self.pending: list[tuple[Any, str, str, str, str | None, str]] = []
+
+    def note(self, cls: type, name: str | None = None) -> None:
+        from torchmem.doctor.class_walk import class_file, class_items, class_name
+
+        if self.is_user is None or id(cls) in self.met:
+            return
+        self.met[id(cls)] = cls
+        file = class_file(cls)
+        if file is None or not self.is_user(file):
+            return
+        name = name or class_name(cls)
+        for attr, value in class_items(cls):
+            self.pending.append((value, f"{name}.{attr}", "attribute", "", file, "<module>"))
+
+    def take(self) -> list[tuple[Any, str, str, str, str | None, str]]:
+        out, self.pending = self.pending, []
+        return out
+
+    def clear(self) -> None:
+        self.met.clear()
+        self.pending.clear()

@@ -31,8 +31,10 @@ _LRU_WRAPPER = type(functools.lru_cache(maxsize=None)(len))
 
 
 def cache_origin(obj: Any) -> tuple[str, str, int, int | None, int] | None:
-    """(wrapped function's qualified name, its file, its first line, maxsize, entries)
-    for an ``lru_cache`` wrapper; None for anything else.
+    """(wrapped function's qualified name, its file, the line of its ``lru_cache``
+    decorator, maxsize, entries) for an ``lru_cache`` wrapper; None for anything else.
+    The line is the decorator that names a cache among the function's decorators
+    (``@lru_cache`` under ``@property``), else its first line.
 
     Example:
         >>> @functools.lru_cache(maxsize=8)
@@ -55,7 +57,22 @@ def cache_origin(obj: Any) -> tuple[str, str, int, int | None, int] | None:
     except Exception:  # noqa: BLE001 - an odd wrapper: no origin
         return None
     name = getattr(wrapped, "__qualname__", None) or getattr(wrapped, "__name__", "?")
-    return str(name), code.co_filename, int(code.co_firstlineno), maxsize, entries
+    return str(name), code.co_filename, _decorator_line(code), maxsize, entries
+
+
+def _decorator_line(code: Any) -> int:
+    """The line of the decorator of ``code``'s function that names a cache, else its
+    first line (the first decorator)."""
+    import linecache
+
+    first = int(code.co_firstlineno)
+    for line in range(first, first + 20):
+        text = linecache.getline(code.co_filename, line).strip()
+        if not text.startswith("@"):
+            break
+        if "cache" in text.split("(", 1)[0].lower():
+            return line
+    return first
 
 
 def _is_method(qualname: str) -> bool:

@@ -172,11 +172,62 @@ def load_tree(file: str) -> tuple[ast.Module, tuple[str, ...]] | None:
     return _parse(file, mtime)
 
 
-def _reads(node: ast.AST, wanted: list[str]) -> bool:
+def _reads(node: ast.AST, wanted: list[str], derived: frozenset[str] = frozenset()) -> bool:
+    """Whether ``node`` reads the culprit, or a local name that :func:`_derived_names`
+    found computed from it."""
     for sub in ast.walk(node):
         if isinstance(sub, (ast.Name, ast.Attribute, ast.Subscript)) and _matches(sub, wanted):
             return True
+        if isinstance(sub, ast.Name) and sub.id in derived:
+            return True
     return False
+
+
+def _own_statements(body: Sequence[ast.stmt]) -> list[ast.AST]:
+    """The nodes of ``body``, not entering nested functions, classes or lambdas."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                      ast.Lambda)):
+                todo.append(child)
+    return out
+
+
+def _derived_names(body: Sequence[ast.stmt], wanted: list[str]) -> frozenset[str]:
+    """Plain local names of one function's ``body`` that some assignment there computes
+    from the culprit, directly or through another such name: in ``new = step(old)``,
+    ``new = mix(new, old)``, ``old = new``, ``new`` is computed from ``old``, so ``old =
+    new`` carries the old value forward (a chain through a temporary), where ``old =
+    base`` before the loop only starts it. Flow-insensitive: a name counts when any of its
+    assignments in the function reads the culprit."""
+    pairs: list[tuple[list[str], ast.AST]] = []
+    for node in _own_statements(body):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for target in targets for t in _targets(target) if isinstance(t, ast.Name)]
+            if names:
+                pairs.append((names, node.value))
+        elif isinstance(node, ast.NamedExpr):
+            pairs.append(([node.target.id], node.value))
+    derived: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for names, value in pairs:
+            if set(names) <= derived:
+                continue
+            if _reads(value, wanted, frozenset(derived)):
+                new = set(names) - derived
+                # the culprit's own name is not a temporary computed from it
+                new.discard(wanted[0] if len(wanted) == 1 else "")
+                if new:
+                    derived |= new
+                    changed = True
+    return frozenset(derived)
 
 
 def _targets(target: ast.AST) -> list[ast.AST]:
@@ -198,6 +249,7 @@ class _Finder(ast.NodeVisitor):
         self.loops = 0
         self.found: list[Statement] = []
         self.aliases: set[str] = set()  # local names bound to the culprit in this function
+        self.derived: frozenset[str] = frozenset()  # local names computed from the culprit
         self.inner: set[int] = set()  # calls inside an in-place chain already recorded
 
     def _hit(self, expr: ast.AST) -> bool:
@@ -217,11 +269,16 @@ class _Finder(ast.NodeVisitor):
             target=ast.unparse(target) if target is not None else None, method=method,
             brings=value is not None and brings_other_value(value, self._hit)))
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        saved = self.function, self.loops, self.aliases
-        self.function, self.loops, self.aliases = node.name, 0, set()
+    def visit_Module(self, node: ast.Module) -> None:
+        self.derived = _derived_names(node.body, self.wanted)
         self.generic_visit(node)
-        self.function, self.loops, self.aliases = saved
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        saved = self.function, self.loops, self.aliases, self.derived
+        self.function, self.loops, self.aliases = node.name, 0, set()
+        self.derived = _derived_names(node.body, self.wanted)
+        self.generic_visit(node)
+        self.function, self.loops, self.aliases, self.derived = saved
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
@@ -279,7 +336,8 @@ class _Finder(ast.NodeVisitor):
                 if isinstance(t, ast.Subscript) and self._hit(t.value):
                     self._add(node, "setitem", value, t.value)
                 elif not isinstance(t, ast.Subscript) and _matches(t, self.wanted):
-                    self._add(node, "assign" if _reads(value, self.wanted) else "rebind", value, t)
+                    reads = _reads(value, self.wanted, self.derived)
+                    self._add(node, "assign" if reads else "rebind", value, t)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assign(node, node.targets, node.value)

@@ -38,8 +38,8 @@ _PREFERENCE = {
 
 def best_statement(statements: list[Statement], want: str = "container",
                    function: str | None = None, exact: str | None = None,
-                   brings_graph: bool = False, near: tuple[str, int] | None = None
-                   ) -> Statement | None:
+                   brings_graph: bool = False, near: tuple[str, int] | None = None,
+                   replaced: bool = False) -> Statement | None:
     """Pick the statement most likely to keep adding to the culprit.
 
     Args:
@@ -59,8 +59,15 @@ def best_statement(statements: list[Statement], want: str = "container",
             of the same kind, one in the innermost loop around that line is preferred
             (``hidden = ...`` in the loop that calls the model at every step, not in a
             loop over a prompt's few characters before it).
+        replaced: the culprit is a container that keeps as many items from step to step
+            while what they reach grows: its items are replaced (``groups[i] = new``), so
+            a statement that replaces one is preferred to one that appends (the append
+            that filled it once, in a constructor).
     """
     order = _PREFERENCE.get(want, _PREFERENCE["container"])
+    if replaced and "add" in order and "setitem" in order:
+        order = tuple(k for k in order if k != "add")
+        order = (*order[:order.index("setitem") + 1], "add", *order[order.index("setitem") + 1:])
     best: tuple[tuple[int, ...], Statement] | None = None
     if exact is not None:  # a statement that fills another constant key is not a candidate
         statements = [s for s in statements if not writes_other_key(s.target, exact)]
