@@ -107,6 +107,11 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # a cached closure over `self` stored on `self`: the statement that stores it closes
     # the cycle (the decorated def's first line is its decorator)
     ("cached_closure_on_self.py", "reference_cycle", "interval", 15),
+    # a hook left registered by an explainer the script dropped appends at every forward
+    # of a later no_grad pass: hooks are walked after the variables, so only the hook
+    # reaches the list (healthy twins: the hook removed; the explainer kept and read);
+    # the name, `model[2]._forward_hooks[N].activations`, has the process's hook counter
+    ("stale_explainer_hook_in_eval.py", "growing_container", None, 12),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)
@@ -184,7 +189,9 @@ def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it
                                     "healthy_trials_results_only.py",
                                     "healthy_cache_keyed_by_names.py",
                                     "healthy_chain_through_temporary.py",
-                                    "healthy_property_lru_cache.py"])
+                                    "healthy_property_lru_cache.py",
+                                    "healthy_explainer_hook_removed.py",
+                                    "healthy_explainer_kept_collects.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

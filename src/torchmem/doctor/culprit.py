@@ -160,6 +160,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
         w.keep.clear()
         w.node_keep.clear()
         w.internal.clear()
+        w.hook_dicts.clear()
         w.classes.clear()
         namespaces.clear()
         tops.clear()

@@ -119,6 +119,7 @@ def holder_paths(keys: Iterable[int], frame: types.FrameType | None,
         w.keep.clear()
         w.node_keep.clear()
         w.internal.clear()
+        w.hook_dicts.clear()
         w.classes.clear()
         namespaces.clear()
         frames.clear()

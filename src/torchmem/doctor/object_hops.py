@@ -38,6 +38,7 @@ class ObjectHops:
         from torchmem.doctor.class_walk import ClassRoots
 
         classes: ClassRoots
+        hook_dicts: list[tuple[Any, PathStats, list[PathStats], int, str]]
 
         def _child(self, obj: Any, path: str, kind: str, parent: PathStats,
                    tracked: list[PathStats], depth: int, root: str, owner: Any = None,
@@ -103,7 +104,9 @@ class ObjectHops:
                 if s is not parent:
                     s.hook_names, s.hook_methods = hook_names(hooks), hook_methods(mod, hook_attr)
                 self._add(t, "hooks", len(hooks))
-                push((hooks, s, t, depth + 1))
+                # what the hooks reach is walked after every named root: what a variable
+                # also reaches (an extractor's list its hook appends to) is the variable's
+                self.hook_dicts.append((hooks, s, t, depth + 1, root))
         for name, value in vars(mod).items():
             if name in _MODULE_SPECIAL or name in _HOOK_DICTS or isinstance(value, _ATOMIC):
                 continue

@@ -21,7 +21,10 @@ forwards,
 * the path was there at two or more training snapshots and did not grow over the last
   two of them: the training steps kept it level. Predictions collected in a list made for
   the evaluation (a local of the evaluation function, or one filled only there) are not
-  such a path, and are not reported.
+  such a path, and are not reported. Or the path is reached only through what a module's
+  hook closes over (``model.pool._forward_hooks[3]:self.acts``, no variable of the
+  script reaching it first): a hook left registered by an object the script has dropped
+  (a Grad-CAM explainer made once) adds at every later forward, training or not.
 
 The culprit is named as for training findings (the deepest growing path that explains
 70% of the growth, the statement that adds to it).
@@ -34,6 +37,7 @@ from typing import Any
 
 from torchmem.analyze.growth import detect_pass_growth
 from torchmem.doctor.causes import Evidence, path_findings, path_signal
+from torchmem.doctor.hook_sites import HOOK_METHODS
 from torchmem.doctor.path_trend import MIN_BYTES_PER_STEP
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.units import KiB
@@ -53,6 +57,15 @@ def _level_in_training(path: str, training: list[Snapshot]) -> bool:
     a, b = seen[-2], seen[-1]
     return b.tensors <= a.tensors and (b.items or 0) <= (a.items or 0) \
         and b.retained_bytes <= a.retained_bytes
+
+
+def _under_a_hook(path: str) -> bool:
+    """Whether ``path`` goes through a module's hook (``model.pool._forward_hooks[3]:self
+    .acts``, ``model[2]._forward_hooks[5].acts`` for a bound method): the walk opens hooks
+    after every variable (:meth:`torchmem.doctor.walker._Walker.finish`), so no variable
+    of the script reaches it: it is not a collection the script made and reads (its
+    predictions), but what a hook that stays registered adds to at every forward."""
+    return any(f".{name}[" in path for name in HOOK_METHODS)
 
 
 def _grows(present: list[PathStats]) -> bool:
@@ -79,7 +92,7 @@ def container_findings(passes: dict[int, list[Snapshot]], readings: dict[int, li
             sig = path_signal(present[0], present[-1], at[-1] - at[0])
             if sig["bytes"] < MIN_BYTES_PER_STEP or sig["tensors"] <= 0 or not _grows(present):
                 continue
-            if not _level_in_training(path, training):
+            if not (_level_in_training(path, training) or _under_a_hook(path)):
                 continue
             growing[path] = dict(sig, resets=0.0)
             stats[path] = present[-1]
@@ -91,18 +104,24 @@ def container_findings(passes: dict[int, list[Snapshot]], readings: dict[int, li
             if finding.cause != "growing_container" or name not in growing:
                 continue
             named.add(name)
-            steady = [s.paths[name] for s in training if name in s.paths][-1]
             evidence = [e for e in finding.evidence if not e.startswith("measured at steps")]
             evidence.append(
                 f"it grows during evaluation pass {number} ({opened_by}, {mode}): from "
                 f"{_count(snaps, name, 0)} to {_count(snaps, name, -1)} tensors over "
                 f"{len([s for s in snaps if name in s.paths])} snapshots of the pass; the C "
                 f"heap {verdict.reason}")
-            evidence.append(
-                f"over the training steps it stayed level ({steady.tensors} tensors at step "
-                f"{[s.step for s in training if name in s.paths][-1]}): what the training "
-                "step does after its forward (the backward, its hooks) consumes what the "
-                "forward adds, and the evaluation forwards add without it")
+            level = _level_in_training(name, training)
+            if level:
+                steady = [s.paths[name] for s in training if name in s.paths][-1]
+                evidence.append(
+                    f"over the training steps it stayed level ({steady.tensors} tensors at step "
+                    f"{[s.step for s in training if name in s.paths][-1]}): what the training "
+                    "step does after its forward (the backward, its hooks) consumes what the "
+                    "forward adds, and the evaluation forwards add without it")
+            else:
+                evidence.append(
+                    "no variable of the script reaches it, only a hook of the module does: "
+                    "the hook stays registered and adds at every forward")
             data = {k: v for k, v in finding.data.items() if k != "end_step"}
             data.update(snapshot_steps=[s.step for s in snaps if name in s.paths],
                         phase="eval-grad" if grad.get(number) else "eval-no-grad",
@@ -114,7 +133,10 @@ def container_findings(passes: dict[int, list[Snapshot]], readings: dict[int, li
                     else "skip adding during evaluation")
             fix = (f"the statement that adds to `{name}`{where} runs at every forward, and only "
                    f"a training step consumes what it adds: {skip}, or empty `{name}` after "
-                   "each evaluation forward")
+                   "each evaluation forward") if level else (
+                f"the hook that adds to `{name}`{where} stays registered after its owner is "
+                "done with it: keep the handle `register_*_hook` returns and call "
+                "`handle.remove()` when done (or empty the list after each use)")
             out.append(replace(finding, evidence=tuple(evidence), data=data, fix=fix,
                                fix_kind="advice", edit=None, alternatives=()))
     return out

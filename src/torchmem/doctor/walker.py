@@ -60,8 +60,20 @@ def _fast_key(t: torch.Tensor) -> int | None:
 #: the deepest named path (a module's hook dict one level deeper: hooks registered on a
 #: module found at this depth are named at their dict)
 _TRACK_DEPTH = 3
+#: hops named below a module's hook dict, past :data:`_TRACK_DEPTH` (the hook, its closure
+#: variable, an attribute of that object)
+_BELOW_HOOK = 3
 #: tensors sampled per path (weakly) to tell, at the next snapshot, whether it kept them
 _SAMPLES_PER_PATH = 4
+
+
+def _below_hook(tracked: list[PathStats], depth: int) -> bool:
+    """Whether a path ``depth`` deep is named because it lies at most
+    :data:`_BELOW_HOOK` hops under a module's hook dict (what a hook closes over: the object
+    whose list a hook appends to, ``model.fc._forward_hooks[3]:self.acts``), wherever the
+    hook dict itself sits."""
+    hook = next((s for s in reversed(tracked) if s.kind == "hook"), None)
+    return hook is not None and depth - hook.depth <= _BELOW_HOOK
 
 
 def _fmt_key(key: Any) -> str | None:
@@ -94,6 +106,8 @@ class _Walker(ObjectHops):
         self._leaf_type: type | None = None
         #: internal references of C objects, walked after the named roots (:meth:`finish`)
         self.internal: list[tuple[Any, str, PathStats, list[PathStats], int, str]] = []
+        #: modules' hook dicts, whose hooks are walked after the named roots (:meth:`finish`)
+        self.hook_dicts: list[tuple[Any, PathStats, list[PathStats], int, str]] = []
         #: the script's classes met (bound to names, or classes of objects walked)
         self.classes = ClassRoots(is_user)
 
@@ -230,7 +244,8 @@ class _Walker(ObjectHops):
 
     def _child(self, obj: Any, path: str, kind: str, parent: PathStats, tracked: list[PathStats],
                depth: int, root: str, owner: Any = None, named: bool = True) -> tuple[PathStats, list[PathStats]]:
-        if named and (depth <= _TRACK_DEPTH or (kind == "hook" and depth == _TRACK_DEPTH + 1)) \
+        if named and (depth <= _TRACK_DEPTH or (kind == "hook" and depth == _TRACK_DEPTH + 1)
+                      or _below_hook(tracked, depth)) \
                 and path not in self.snap.paths:
             extra: dict[str, Any] = {"function": parent.function, "file": parent.file}
             if owner is not None:
@@ -364,11 +379,19 @@ class _Walker(ObjectHops):
                                      for ref, step in internal_refs(obj, covered))
 
     def finish(self) -> None:
-        """Walk the script's classes met (:mod:`torchmem.doctor.class_walk`), then what C
-        objects reference internally (noted during the walk), once every named root has
-        been walked: what a variable reaches stays the variable's. Opening those may note
-        more; they are walked in turn, within the walk's budget."""
-        while self.internal or self.classes.pending:
+        """Walk what modules' hooks reach, the script's classes met
+        (:mod:`torchmem.doctor.class_walk`), then what C objects reference internally
+        (noted during the walk), once every named root has been walked: what a variable
+        reaches stays the variable's. Opening those may note more; they are walked in
+        turn, within the walk's budget."""
+        while self.hook_dicts or self.internal or self.classes.pending:
+            hooks, self.hook_dicts = self.hook_dicts, []
+            for obj, s, t, depth, root in hooks:
+                if self.snap.truncated:
+                    break
+                self._walk(obj, s, t, depth, root)
+            if self.hook_dicts and not self.snap.truncated:
+                continue  # hooks of the modules those hooks reach, before the rest
             walk_classes(self)
             pending, self.internal = self.internal, []
             for obj, path, parent, tracked, depth, root in pending:
@@ -380,5 +403,6 @@ class _Walker(ObjectHops):
                 self._walk(obj, s, t, depth, root)
             if self.snap.truncated:
                 self.internal.clear()
+                self.hook_dicts.clear()
                 self.classes.clear()
                 return
