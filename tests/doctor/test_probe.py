@@ -112,6 +112,10 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # reaches the list (healthy twins: the hook removed; the explainer kept and read);
     # the name, `model[2]._forward_hooks[N].activations`, has the process's hook counter
     ("stale_explainer_hook_in_eval.py", "growing_container", None, 12),
+    # the top-level modules are called from two functions in turn: snapshots are taken at
+    # the usual boundary (the same frames on the stack), and the dict handed to `decode`
+    # is filled there
+    ("two_call_sites_growing_state.py", "growing_container", "state['memory']", 13),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)

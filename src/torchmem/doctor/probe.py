@@ -49,6 +49,7 @@ from torchmem.doctor.diagnosis import diagnose
 from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
 from torchmem.doctor.culprit import take_snapshot
+from torchmem.doctor.snapshot_sites import SnapshotSites
 from torchmem.doctor.grad_watch import GradWatch
 from torchmem.doctor.zero_grad_site import ZeroGradSite
 from torchmem.doctor.pass_evidence import PassEvidence
@@ -108,6 +109,7 @@ class DoctorProbe(Probe):
         self._gc_found = 0
         self._gc_callback_installed = False
         self._grads = GradWatch()
+        self._sites = SnapshotSites()  # where the steps end: snapshots at the usual place
         self._zero_site = ZeroGradSite()
         self._last_garbage_step = 0
         self._full_done = False
@@ -177,6 +179,7 @@ class DoctorProbe(Probe):
         elif name == "step_source":
             self.evidence = Evidence()
             self._samples = {}
+            self._sites = SnapshotSites()
             self._reset_step_counters()
             self._grads.reset()
             if self._unreached is not None:
@@ -208,7 +211,7 @@ class DoctorProbe(Probe):
             self._guard("gradient check", step, self._finish_grad_check, step, backward, zero,
                         frame, run.frames.is_user_file)
         last = run.max_steps is not None and step >= run.max_steps
-        if analysis_steps(step) or last or step == 1:
+        if self._sites.due(step, frame, analysis_steps(step)) or last or step == 1:
             import time
 
             t0 = time.perf_counter()

@@ -33,6 +33,7 @@ from typing import Sequence
 
 from torchmem.doctor.hook_sites import HOOK_METHODS, matching_registrations
 from torchmem.doctor.operands import brings_other_value
+from torchmem.doctor.source_flow import derived_names, handed_parameters
 
 __all__ = ["Statement", "find_statements", "stem", "parse_path", "load_tree", "frame_site"]
 
@@ -68,6 +69,8 @@ class Statement:
         method: the method called for ``add``/``hook`` kinds (``append``, ``register_forward_hook``).
         brings: the value reads something besides the culprit's old value that may carry a
             graph (:func:`~torchmem.doctor.operands.brings_other_value`).
+        key: for ``setitem``, the source text of the key written (``'last'`` in
+            ``state['last'] = x``); None otherwise.
     """
 
     file: str
@@ -80,6 +83,7 @@ class Statement:
     target: str | None = None
     method: str | None = None
     brings: bool = False
+    key: str | None = None
 
 
 def parse_path(path: str) -> list[str]:
@@ -183,53 +187,6 @@ def _reads(node: ast.AST, wanted: list[str], derived: frozenset[str] = frozenset
     return False
 
 
-def _own_statements(body: Sequence[ast.stmt]) -> list[ast.AST]:
-    """The nodes of ``body``, not entering nested functions, classes or lambdas."""
-    out: list[ast.AST] = []
-    todo: list[ast.AST] = list(body)
-    while todo:
-        node = todo.pop()
-        out.append(node)
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                      ast.Lambda)):
-                todo.append(child)
-    return out
-
-
-def _derived_names(body: Sequence[ast.stmt], wanted: list[str]) -> frozenset[str]:
-    """Plain local names of one function's ``body`` that some assignment there computes
-    from the culprit, directly or through another such name: in ``new = step(old)``,
-    ``new = mix(new, old)``, ``old = new``, ``new`` is computed from ``old``, so ``old =
-    new`` carries the old value forward (a chain through a temporary), where ``old =
-    base`` before the loop only starts it. Flow-insensitive: a name counts when any of its
-    assignments in the function reads the culprit."""
-    pairs: list[tuple[list[str], ast.AST]] = []
-    for node in _own_statements(body):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [t.id for target in targets for t in _targets(target) if isinstance(t, ast.Name)]
-            if names:
-                pairs.append((names, node.value))
-        elif isinstance(node, ast.NamedExpr):
-            pairs.append(([node.target.id], node.value))
-    derived: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for names, value in pairs:
-            if set(names) <= derived:
-                continue
-            if _reads(value, wanted, frozenset(derived)):
-                new = set(names) - derived
-                # the culprit's own name is not a temporary computed from it
-                new.discard(wanted[0] if len(wanted) == 1 else "")
-                if new:
-                    derived |= new
-                    changed = True
-    return frozenset(derived)
-
-
 def _targets(target: ast.AST) -> list[ast.AST]:
     if isinstance(target, (ast.Tuple, ast.List)):
         out: list[ast.AST] = []
@@ -240,8 +197,11 @@ def _targets(target: ast.AST) -> list[ast.AST]:
 
 
 class _Finder(ast.NodeVisitor):
-    def __init__(self, file: str, lines: tuple[str, ...], wanted: list[str], hook: bool) -> None:
+    def __init__(self, file: str, lines: tuple[str, ...], wanted: list[str], hook: bool,
+                 handed: dict[int, set[str]] | None = None) -> None:
         self.file = file
+        #: per function (its ``def`` line; 0: the module), parameters handed the culprit
+        self.handed = handed or {}
         self.lines = lines
         self.wanted = wanted
         self.hook = hook
@@ -258,8 +218,15 @@ class _Finder(ast.NodeVisitor):
         names = stem(expr)
         return names is not None and len(names) == 1 and names[0] in self.aliases
 
+    @property
+    def _own_name(self) -> str | None:
+        return self.wanted[0] if len(self.wanted) == 1 else None
+
+    def _reads_culprit(self, node: ast.AST, derived: frozenset[str]) -> bool:
+        return _reads(node, self.wanted, derived)
+
     def _add(self, node: ast.AST, kind: str, value: ast.AST | None, target: ast.AST | None,
-             method: str | None = None) -> None:
+             method: str | None = None, key: ast.AST | None = None) -> None:
         line = getattr(node, "lineno", 0)
         code = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
         self.found.append(Statement(
@@ -267,16 +234,19 @@ class _Finder(ast.NodeVisitor):
             in_loop=self.loops > 0,
             value=ast.unparse(value) if value is not None else None,
             target=ast.unparse(target) if target is not None else None, method=method,
-            brings=value is not None and brings_other_value(value, self._hit)))
+            brings=value is not None and brings_other_value(value, self._hit),
+            key=ast.unparse(key) if key is not None else None))
 
     def visit_Module(self, node: ast.Module) -> None:
-        self.derived = _derived_names(node.body, self.wanted)
+        self.derived = derived_names(node.body, self._reads_culprit, self._own_name)
+        self.aliases = set(self.handed.get(0, ()))
         self.generic_visit(node)
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         saved = self.function, self.loops, self.aliases, self.derived
-        self.function, self.loops, self.aliases = node.name, 0, set()
-        self.derived = _derived_names(node.body, self.wanted)
+        self.function, self.loops = node.name, 0
+        self.aliases = set(self.handed.get(node.lineno, ()))  # parameters handed the culprit
+        self.derived = derived_names(node.body, self._reads_culprit, self._own_name)
         self.generic_visit(node)
         self.function, self.loops, self.aliases, self.derived = saved
 
@@ -334,7 +304,7 @@ class _Finder(ast.NodeVisitor):
         for target in targets:
             for t in _targets(target):
                 if isinstance(t, ast.Subscript) and self._hit(t.value):
-                    self._add(node, "setitem", value, t.value)
+                    self._add(node, "setitem", value, t.value, key=t.slice)
                 elif not isinstance(t, ast.Subscript) and _matches(t, self.wanted):
                     reads = _reads(value, self.wanted, self.derived)
                     self._add(node, "assign" if reads else "rebind", value, t)
@@ -375,12 +345,15 @@ def find_statements(path: str, files: list[str], *, hook: bool = False,
     if hook and wanted and wanted[-1].startswith("_") and wanted[-1].endswith("hooks"):
         wanted = wanted[:-1] + ["hooks"]
     out: list[Statement] = []
+    trees = {f: parsed[0] for f in dict.fromkeys(x for x in files if x)
+             if (parsed := load_tree(f)) is not None}
+    handed = {} if hook else handed_parameters(trees, lambda node: _matches(node, wanted))
     for file in dict.fromkeys(f for f in files if f):
         parsed = load_tree(file)
         if parsed is None:
             continue
         tree, lines = parsed
-        finder = _Finder(file, lines, wanted, hook)
+        finder = _Finder(file, lines, wanted, hook, handed.get(file))
         finder.visit(tree)
         out.extend(finder.found)
     if hook and out and (hook_names or hook_methods):

@@ -70,7 +70,7 @@ def best_statement(statements: list[Statement], want: str = "container",
         order = (*order[:order.index("setitem") + 1], "add", *order[order.index("setitem") + 1:])
     best: tuple[tuple[int, ...], Statement] | None = None
     if exact is not None:  # a statement that fills another constant key is not a candidate
-        statements = [s for s in statements if not writes_other_key(s.target, exact)]
+        statements = [s for s in statements if not writes_other_key(_written(s), exact)]
     # a function that writes the culprit both inside a loop and outside every loop: the
     # statement outside runs once per call, the one inside once per iteration -- only the
     # latter can keep adding at every step (`x = torch.where(x == 0, c, x)` before the
@@ -94,6 +94,14 @@ def best_statement(statements: list[Statement], want: str = "container",
         if best is None or score > best[0]:
             best = (score, s)
     return best[1] if best else None
+
+
+def _written(s: Statement) -> str | None:
+    """What ``s`` writes: its target, with the key for an item assignment
+    (``state['last']`` for ``state['last'] = x``, whose target is ``state``)."""
+    if s.kind == "setitem" and s.key is not None and s.target is not None:
+        return f"{s.target}[{s.key}]"
+    return s.target
 
 
 def same_loop(stmt: Statement, site: tuple[str, int]) -> bool:
