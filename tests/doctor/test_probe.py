@@ -116,6 +116,9 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # the usual boundary (the same frames on the stack), and the dict handed to `decode`
     # is filled there
     ("two_call_sites_growing_state.py", "growing_container", "state['memory']", 13),
+    # a buffer rebound with a graph in a norm layer three hops deep: the buffer is an
+    # attribute that holds a graph, named with the statement that rebinds it
+    ("buffer_rebound_deep.py", "hidden_state_chain", "net.stages[1][1].running_var", 13),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)

@@ -91,8 +91,11 @@ class ObjectHops:
                 self._tensor(param, tracked, param=True)  # type: ignore[attr-defined]
                 if param.grad is not None:
                     self._tensor(param.grad, tracked)  # type: ignore[attr-defined]
+        at_path = parent.depth == depth and parent.items is None
         for name, buf in mod._buffers.items():
             if buf is not None and buf.grad_fn is not None:
+                if at_path:  # a buffer rebound with a graph: as an attribute that holds one
+                    parent.graph_attrs += (name,)
                 s, t = self._child(buf, f"{base}.{name}", "attribute", parent, tracked,
                                    depth + 1, root, owner=mod)
                 push((buf, s, t, depth + 1))
