@@ -119,6 +119,10 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # a buffer rebound with a graph in a norm layer three hops deep: the buffer is an
     # attribute that holds a graph, named with the statement that rebinds it
     ("buffer_rebound_deep.py", "hidden_state_chain", "net.stages[1][1].running_var", 13),
+    # a perturbation differentiated at every attack iteration and updated by hand, whose
+    # .grad nothing clears (the optimizer's zero_grad() does not): the line that reads it
+    # (healthy twins: cleared after use; an unchanged input's gradients summed on purpose)
+    ("input_attack_grad_summed.py", "grad_not_cleared", "delta.grad", 12),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)
@@ -198,7 +202,9 @@ def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it
                                     "healthy_chain_through_temporary.py",
                                     "healthy_property_lru_cache.py",
                                     "healthy_explainer_hook_removed.py",
-                                    "healthy_explainer_kept_collects.py"])
+                                    "healthy_explainer_kept_collects.py",
+                                    "healthy_input_attack_grad_cleared.py",
+                                    "healthy_input_grad_averaged.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

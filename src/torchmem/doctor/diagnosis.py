@@ -23,6 +23,7 @@ from torchmem.doctor.filled_held import filled_findings
 from torchmem.doctor.held import grad_cycle_findings, merge_grad_findings, untracked_findings
 from torchmem.doctor.object_growth import container_findings
 from torchmem.doctor.path_trend import growing_paths
+from torchmem.doctor.leaf_grads import leaf_grad_findings
 from torchmem.doctor.record_findings import cuda_findings, cycle_findings, grad_findings
 from torchmem.model.capture import CAUSES, Finding, Growth
 
@@ -73,6 +74,7 @@ def diagnose(ev: Evidence, growth: Sequence[Growth] = ()) -> list[Finding]:
                                    explained or bool(python) or bool(held))
     findings += filled_findings(snaps, ev.steps,
                                 any(f.cause != "grad_not_cleared" for f in findings))
+    findings += leaf_grad_findings(ev.leaf_grads, findings)
     findings += cuda_findings(ev, ev.steps)
     findings = [f if f.fix_kind or not f.fix else replace(f, fix_kind="advice") for f in findings]
     findings.sort(key=lambda f: (-f.bytes_per_step, -f.bytes, CAUSES.index(f.cause)))

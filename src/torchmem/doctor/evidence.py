@@ -68,6 +68,9 @@ class Evidence:
     native_call_steps: dict[str, int] = field(default_factory=dict)
     native_call_sites: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     grad_checks: list[GradCheck] = field(default_factory=list)
+    # (file, function, name) -> a local leaf tensor's gradient at backward calls
+    # (see torchmem.doctor.leaf_grads)
+    leaf_grads: dict[tuple[str, str, str], Any] = field(default_factory=dict)
     garbage: list[GarbageRecord] = field(default_factory=list)
     empty_cache_steps: int = 0
     empty_cache_site: tuple[str, int, str] | None = None

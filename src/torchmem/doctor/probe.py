@@ -48,7 +48,8 @@ from torchmem.doctor.causes import Evidence
 from torchmem.doctor.diagnosis import diagnose
 from torchmem.doctor.census_holders import PeakCensus
 from torchmem.doctor.confidence import calibrate
-from torchmem.doctor.culprit import take_snapshot
+from torchmem.doctor.culprit import read_locals, take_snapshot
+from torchmem.doctor.leaf_grads import LeafGrads
 from torchmem.doctor.snapshot_sites import SnapshotSites
 from torchmem.doctor.grad_watch import GradWatch
 from torchmem.doctor.zero_grad_site import ZeroGradSite
@@ -110,6 +111,7 @@ class DoctorProbe(Probe):
         self._gc_callback_installed = False
         self._grads = GradWatch()
         self._sites = SnapshotSites()  # where the steps end: snapshots at the usual place
+        self._leaf_grads = LeafGrads()
         self._zero_site = ZeroGradSite()
         self._last_garbage_step = 0
         self._full_done = False
@@ -153,6 +155,9 @@ class DoctorProbe(Probe):
             self._create = self._create or bool(info.get("create_graph"))
             if self.evidence.backward_site is None:
                 self.evidence.backward_site = frame_site(info.get("frame"))
+            if self.deep:
+                self._guard("leaf gradients", 0, self._leaf_grads.on_backward,
+                            info.get("frame"), self.evidence.leaf_grads, read_locals)
             if info.get("retain_graph") and not info.get("create_graph") and self.deep:
                 self._guard("backward roots", 0, self._roots.record, info.get("tensors"))
             if info.get("create_graph") and self._leaf_names is not None:
