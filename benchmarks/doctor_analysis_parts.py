@@ -34,6 +34,8 @@ PARTS = [
     ("torchmem.doctor.culprit", "measure_unreached"),
     ("torchmem.doctor.walker", "_Walker.walk_root"),
     ("torchmem.doctor.census_holders", "PeakCensus.take"),
+    ("torchmem.doctor.snapshot_sites", "SnapshotSites.due"),
+    ("torchmem.doctor.leaf_grads", "LeafGrads.on_backward"),
 ]
 
 
