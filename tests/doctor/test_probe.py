@@ -123,6 +123,10 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # .grad nothing clears (the optimizer's zero_grad() does not): the line that reads it
     # (healthy twins: cleared after use; an unchanged input's gradients summed on purpose)
     ("input_attack_grad_summed.py", "grad_not_cleared", "delta.grad", 12),
+    # a grad-enabled test pass runs straight into the next epoch's feature pass (one pass
+    # for the doctor): `feats = []` made anew there is judged from its new start (healthy
+    # twin: the features detached; collected in the script's own loop, not reported)
+    ("eval_collection_made_anew.py", "eval_graph", "feats", 24),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)
@@ -204,7 +208,8 @@ def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it
                                     "healthy_explainer_hook_removed.py",
                                     "healthy_explainer_kept_collects.py",
                                     "healthy_input_attack_grad_cleared.py",
-                                    "healthy_input_grad_averaged.py"])
+                                    "healthy_input_grad_averaged.py",
+                                    "healthy_eval_collection_detached.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

@@ -21,7 +21,9 @@ forwards,
 * the path was there at two or more training snapshots and did not grow over the last
   two of them: the training steps kept it level. Predictions collected in a list made for
   the evaluation (a local of the evaluation function, or one filled only there) are not
-  such a path, and are not reported. Or the path is reached only through what a module's
+  such a path, and are not reported, nor is a list the script fills in a loop of its own
+  (the statement that adds to it sits in a ``for``/``while``: a forward or a hook adds once
+  per call). Or the path is reached only through what a module's
   hook closes over (``model.pool._forward_hooks[3]:self.acts``, no variable of the
   script reaching it first): a hook left registered by an object the script has dropped
   (a Grad-CAM explainer made once) adds at every later forward, training or not.
@@ -68,6 +70,18 @@ def _under_a_hook(path: str) -> bool:
     return any(f".{name}[" in path for name in HOOK_METHODS)
 
 
+def _collected_in_a_loop(culprit: Any) -> bool:
+    """Whether the statement that adds to the culprit sits in a ``for``/``while`` loop of
+    its function (``feats.append(model.body(x).detach())`` in the loop over the evaluation
+    batches): the script collects on purpose, where a forward or a hook adds once per call
+    without a loop of its own."""
+    from torchmem.doctor.statement_rank import _innermost_loop
+
+    if culprit is None or not culprit.file or not culprit.line:
+        return False
+    return _innermost_loop(culprit.file, culprit.line) is not None
+
+
 def _grows(present: list[PathStats]) -> bool:
     return all(b.tensors >= a.tensors and (b.items or 0) >= (a.items or 0)
                for a, b in zip(present, present[1:]))
@@ -103,6 +117,9 @@ def container_findings(passes: dict[int, list[Snapshot]], readings: dict[int, li
             name = finding.culprit.name if finding.culprit else None
             if finding.cause != "growing_container" or name not in growing:
                 continue
+            level = _level_in_training(name, training)
+            if level and not _under_a_hook(name) and _collected_in_a_loop(finding.culprit):
+                continue  # the script's own loop collects them: what the pass is run for
             named.add(name)
             evidence = [e for e in finding.evidence if not e.startswith("measured at steps")]
             evidence.append(
@@ -110,7 +127,6 @@ def container_findings(passes: dict[int, list[Snapshot]], readings: dict[int, li
                 f"{_count(snaps, name, 0)} to {_count(snaps, name, -1)} tensors over "
                 f"{len([s for s in snaps if name in s.paths])} snapshots of the pass; the C "
                 f"heap {verdict.reason}")
-            level = _level_in_training(name, training)
             if level:
                 steady = [s.paths[name] for s in training if name in s.paths][-1]
                 evidence.append(

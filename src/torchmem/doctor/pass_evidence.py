@@ -156,8 +156,16 @@ class PassEvidence:
                     # pass's forwards is what is judged (a tensor rebound by the next
                     # training step is not such a container)
                     present, at = present[:-1], at[:-1]
+                # a collection made anew during the pass (`feats = []` before the loop
+                # that fills it): judged from its last new start
+                restart = max((i for i in range(1, len(present)) if _dropped(present[i - 1], present[i])),
+                              default=0)
+                if len(present) - restart >= 3:
+                    present, at = present[restart:], at[restart:]
                 if len(present) < 3:
                     continue  # one graph replaced by the next is no accumulation
+                if present[-1].live_nodes == 0 and present[-1].freed_nodes > 0:
+                    continue  # a backward ran through all of it: a training graph, not built here
                 judged[path] = judged.get(path, 0) + 1
                 sig = path_signal(present[0], present[-1], at[-1] - at[0])
                 graphs = sig["grad_tensors"] > 0 or sig["nodes"] > 0
@@ -228,3 +236,10 @@ class PassEvidence:
         if found == {False}:
             return "top-level forwards that no backward went through"
         return "model.eval(), or forwards that no backward went through"
+
+
+def _dropped(before: PathStats, after: PathStats) -> bool:
+    """Whether a path held fewer graph nodes, tensors with graphs or items at ``after``
+    than at ``before`` (emptied, or bound to a new collection)."""
+    return after.graph_nodes < before.graph_nodes or after.grad_tensors < before.grad_tensors \
+        or (after.items or 0) < (before.items or 0)
