@@ -3,11 +3,12 @@
 #   (LTRTrainer.cycle_dataset, train_epoch, _update_stats, _print_stats, _stats_new_epoch) and
 #   lib/train/admin/stats.py (AverageMeter, StatValue) at 047a676
 # Adapted: the actor, LTRTrainer's loop and stats kept as they were (timing, tensorboard, amp,
-#   DistributedSampler and the log file dropped, lr_scheduler.get_lr() read as get_last_lr()); the
-#   DiffusionTrack network replaced by a small stand-in with the same modes (encoder, prepare_target, decoder, compute_loss returning
-#   loss_dict and weight_dict with loss_ce, loss_bbox and loss_giou); the box helpers of
-#   lib/utils/box_ops written inline; the GOT-10k loader by 25 random batches of 4 template and
-#   search crops of 3x32x32 with their boxes; 3 epochs, AdamW and StepLR; cpu, seeded.
+#   DistributedSampler and the log file dropped, lr_scheduler.get_lr() read as get_last_lr());
+#   the DiffusionTrack network replaced by a small stand-in with the same modes (encoder,
+#   prepare_target, decoder, compute_loss returning loss_dict and weight_dict with loss_ce,
+#   loss_bbox and loss_giou); the box helpers of lib/utils/box_ops written inline; the GOT-10k
+#   loader by 25 random batches of 4 template and search crops of 3x32x32 with their boxes;
+#   3 epochs, AdamW and StepLR; cpu, seeded.
 from collections import OrderedDict
 
 import torch

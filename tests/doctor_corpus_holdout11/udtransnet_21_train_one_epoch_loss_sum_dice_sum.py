@@ -4,8 +4,9 @@
 # Adapted: train_one_epoch, the losses and the main loop kept as they were (.cuda(),
 #   torch.cuda.empty_cache(), checkpointing and the visualisation branch dropped; the logger is
 #   the logging module, the tensorboard writer a stand-in with add_scalar); UDTransNet replaced
-#   by a small two-level U-Net with a sigmoid output (n_labels = 1), the GlaS/MoNuSeg loaders by 20 training and 5 validation batches of 4 random
-#   3x64x64 images with binary masks; 2 epochs; cpu, seeded.
+#   by a small two-level U-Net with a sigmoid output (n_labels = 1), the GlaS/MoNuSeg loaders by
+#   20 training and 5 validation batches of 4 random 3x64x64 images with binary masks; 2 epochs;
+#   cpu, seeded.
 import logging
 import time
 import types
