@@ -15,7 +15,8 @@ after the sixth was scored: it shares no report with any other corpus) and
 report with any other corpus) and ``tests/doctor_corpus_holdout9`` (held out, built after the
 eighth was scored: it shares no report with any other corpus) and
 ``tests/doctor_corpus_holdout10`` (held out, built after the ninth was scored: it shares no
-report with any other corpus). Every script
+report with any other corpus) and ``tests/doctor_corpus_holdout11`` (held out, built after the
+tenth was scored: it shares no report with any other corpus). Every script
 there is adapted from a
 public report (a GitHub issue or pull request, a forum thread, a repository at a given
 commit) and says so in its header. This checks the
@@ -47,7 +48,8 @@ CORPORA = {"public": (TESTS / "doctor_corpus_public", 40),
            "holdout7": (TESTS / "doctor_corpus_holdout7", 26),
            "holdout8": (TESTS / "doctor_corpus_holdout8", 24),
            "holdout9": (TESTS / "doctor_corpus_holdout9", 24),
-           "holdout10": (TESTS / "doctor_corpus_holdout10", 24)}
+           "holdout10": (TESTS / "doctor_corpus_holdout10", 24),
+           "holdout11": (TESTS / "doctor_corpus_holdout11", 24)}
 #: the corpora whose sources come from public reports, and the linter's recall corpora
 OTHER_SOURCES = [TESTS / "doctor_corpus",
                  *sorted(p for p in (TESTS.parent / "benchmarks").glob("lint_recall*") if p.is_dir())]
@@ -123,7 +125,9 @@ EARLIER = {"holdout2": ("public", "holdout"), "holdout3": ("public", "holdout", 
            "holdout9": ("public", "holdout", "holdout2", "holdout3", "holdout4", "holdout5",
                         "holdout6", "holdout7", "holdout8"),
            "holdout10": ("public", "holdout", "holdout2", "holdout3", "holdout4", "holdout5",
-                         "holdout6", "holdout7", "holdout8", "holdout9")}
+                         "holdout6", "holdout7", "holdout8", "holdout9"),
+           "holdout11": ("public", "holdout", "holdout2", "holdout3", "holdout4", "holdout5",
+                         "holdout6", "holdout7", "holdout8", "holdout9", "holdout10")}
 
 
 @pytest.mark.parametrize("name", sorted(EARLIER))
