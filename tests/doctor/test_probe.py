@@ -209,7 +209,8 @@ def test_evaluation_graphs_named_at_the_container_filled_not_the_object_above_it
                                     "healthy_explainer_kept_collects.py",
                                     "healthy_input_attack_grad_cleared.py",
                                     "healthy_input_grad_averaged.py",
-                                    "healthy_eval_collection_detached.py"])
+                                    "healthy_eval_collection_detached.py",
+                                    "healthy_eval_hidden_repackaged.py"])
 def test_healthy_scripts_have_no_findings(script, tmp_path):
     # The growth verdict reads the whole process's heap, so this runs in a fresh process,
     # as `torchmem doctor` always does: inside the test session the heap also carries

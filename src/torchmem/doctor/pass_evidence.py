@@ -160,8 +160,9 @@ class PassEvidence:
                 # that fills it): judged from its last new start
                 restart = max((i for i in range(1, len(present)) if _dropped(present[i - 1], present[i])),
                               default=0)
-                if len(present) - restart >= 3:
-                    present, at = present[restart:], at[restart:]
+                if len(present) - restart >= 3 and \
+                        (present[-1].items or 0) > (present[restart].items or 0):
+                    present, at = present[restart:], at[restart:]  # a collection that refills
                 if len(present) < 3:
                     continue  # one graph replaced by the next is no accumulation
                 if present[-1].live_nodes == 0 and present[-1].freed_nodes > 0:
@@ -199,6 +200,7 @@ class PassEvidence:
             data.update(snapshot_steps=at, phase="eval-grad",
                         step_unit="top-level module call in evaluation")
             out.append(replace(finding, evidence=tuple(evidence), data=data))
+        out.sort(key=lambda f: -f.bytes_per_step)  # the fastest-growing first
         return out
 
     def _add_new_parts(self, growing: dict[str, dict[str, float]], stats: dict[str, PathStats],
