@@ -90,7 +90,7 @@ def test_selection():
                                                                   "TMM105", "TMM106", "TMM107",
                                                                   "TMM108", "TMM109", "TMM110",
                                                                   "TMM111", "TMM112", "TMM113", "TMM114",
-                                                                  "TMM115"]
+                                                                  "TMM115", "TMM116", "TMM117"]
     assert "TMM106" not in default and ALL["TMM106"].trial  # a memory rule on trial: opt-in
     assert "TMM107" not in default and ALL["TMM107"].trial
     assert "TMM108" not in default and ALL["TMM108"].trial

@@ -11,7 +11,8 @@ Families (the hundreds digit of the code):
   :mod:`~torchmem.lint.rules.loaded_checkpoint`, TMM110 and TMM111 in
   :mod:`~torchmem.lint.rules.memoizers`, TMM112 in :mod:`~torchmem.lint.rules.hook_repeats`, TMM113 in
   :mod:`~torchmem.lint.rules.self_cycles`, TMM114 in :mod:`~torchmem.lint.rules.jit_repeats`, TMM115 in
-  :mod:`~torchmem.lint.rules.known_leaks`).
+  :mod:`~torchmem.lint.rules.known_leaks`, TMM116 and TMM117 in
+  :mod:`~torchmem.lint.rules.grad_mode_noops`).
 - ``TMM2xx`` :mod:`~torchmem.lint.rules.loops`: per-step work that belongs outside the loop.
 - ``TMM3xx`` :mod:`~torchmem.lint.rules.views`: views that keep a larger storage alive.
 - ``TMM4xx`` :mod:`~torchmem.lint.rules.autograd`: unsafe, deprecated or failing autograd APIs.
@@ -30,6 +31,7 @@ from torchmem.lint.rules import (  # noqa: F401 (importing registers the rules)
     devices,
     evaluation,
     function_ctx,
+    grad_mode_noops,
     graph,
     hook_records,
     hook_repeats,
