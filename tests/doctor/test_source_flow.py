@@ -73,3 +73,12 @@ def test_one_site_is_never_moved_and_a_delay_runs_out():
         late.due(step, frame, False)
     assert not late.due(20, other, True)
     assert [s for s in range(21, 40) if late.due(s, other, False)] == [20 + MAX_DELAY]
+
+
+def test_optimizer_steps_are_never_moved():
+    # two optimizers stepping at two places: each kind of step is checked in turn
+    sites = SnapshotSites()
+    a, b = _frame_at([]), sys._getframe()
+    taken = [s for s in range(1, 40)
+             if sites.due(s, a if s % 2 else b, s in (4, 6, 12, 16, 24, 32), movable=False)]
+    assert taken == [4, 6, 12, 16, 24, 32]

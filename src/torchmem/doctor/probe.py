@@ -216,7 +216,8 @@ class DoctorProbe(Probe):
             self._guard("gradient check", step, self._finish_grad_check, step, backward, zero,
                         frame, run.frames.is_user_file)
         last = run.max_steps is not None and step >= run.max_steps
-        if self._sites.due(step, frame, analysis_steps(step)) or last or step == 1:
+        movable = run.step_source in ("forward", "loop")
+        if self._sites.due(step, frame, analysis_steps(step), movable) or last or step == 1:
             import time
 
             t0 = time.perf_counter()

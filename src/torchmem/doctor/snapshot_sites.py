@@ -10,8 +10,9 @@ before it: the same growing dict is named ``inference_state['output_dict']`` at 
 snapshot and ``output_dict`` (a local of another function) at the next, and no path is
 seen to grow. :class:`SnapshotSites` counts where the boundaries fall (file, function,
 line of the innermost user frame) and moves a scheduled snapshot to the next boundary at
-the most frequent site, within a bound; a script whose steps all end at one place (an
-optimizer loop) is never moved.
+the most frequent site, within a bound; a script whose steps all end at one place is
+never moved, nor are steps that are optimizer steps or ``backward()`` calls (only calls
+of the top-level modules and the script's own loops are).
 """
 
 from __future__ import annotations
@@ -43,12 +44,18 @@ class SnapshotSites:
         self.waiting: int | None = None  # the scheduled step whose snapshot was moved
         self.moved = 0
 
-    def due(self, step: int, frame: FrameType | None, scheduled: bool) -> bool:
+    def due(self, step: int, frame: FrameType | None, scheduled: bool,
+            movable: bool = True) -> bool:
         """Count this boundary's site; whether the deep analysis runs now: at a
         scheduled step when it ends at the usual site (or too few boundaries were seen to
-        know it), else at the next boundary that does, or once the delay runs out."""
+        know it), else at the next boundary that does, or once the delay runs out.
+        ``movable=False`` (steps that are optimizer steps or ``backward()`` calls: two
+        optimizers stepping at two places are two kinds of step, each checked in turn by
+        the gradient watch): at the scheduled steps only."""
         site = _site(frame)
         self.counts[site] += 1
+        if not movable:
+            return scheduled
         if not scheduled and self.waiting is None:
             return False
         usual = len(self.counts) == 1 or sum(self.counts.values()) < MIN_COUNTED \
