@@ -29,6 +29,18 @@ _MODULE_SPECIAL = frozenset({
 })
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                "_backward_pre_hooks")
+#: hops named below a module's hook dict, past the walker's ``_TRACK_DEPTH`` (the hook, its closure
+#: variable, an attribute of that object)
+_BELOW_HOOK = 3
+
+
+def below_hook(tracked: list[PathStats], depth: int) -> bool:
+    """Whether a path ``depth`` deep is named because it lies at most
+    :data:`_BELOW_HOOK` hops under a module's hook dict (what a hook closes over: the object
+    whose list a hook appends to, ``model.fc._forward_hooks[3]:self.acts``), wherever the
+    hook dict itself sits."""
+    hook = next((s for s in reversed(tracked) if s.kind == "hook"), None)
+    return hook is not None and depth - hook.depth <= _BELOW_HOOK
 
 
 class ObjectHops:

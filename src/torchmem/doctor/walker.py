@@ -30,7 +30,7 @@ from torchmem.doctor.graph_walk import walk_graph
 from torchmem.doctor.internals import NOT_ARRAY, array_base, internal_refs, native
 from torchmem.doctor.item_sizes import estimated_bytes, last_item_type
 from torchmem.doctor.lru_caches import cache_origin
-from torchmem.doctor.object_hops import ObjectHops
+from torchmem.doctor.object_hops import ObjectHops, below_hook
 from torchmem.doctor.pathstats import PathStats, Snapshot
 from torchmem.doctor.roots import _ATOMIC, _frame_locals
 from torchmem.doctor.value_kinds import value_kinds
@@ -60,20 +60,8 @@ def _fast_key(t: torch.Tensor) -> int | None:
 #: the deepest named path (a module's hook dict one level deeper: hooks registered on a
 #: module found at this depth are named at their dict)
 _TRACK_DEPTH = 3
-#: hops named below a module's hook dict, past :data:`_TRACK_DEPTH` (the hook, its closure
-#: variable, an attribute of that object)
-_BELOW_HOOK = 3
 #: tensors sampled per path (weakly) to tell, at the next snapshot, whether it kept them
 _SAMPLES_PER_PATH = 4
-
-
-def _below_hook(tracked: list[PathStats], depth: int) -> bool:
-    """Whether a path ``depth`` deep is named because it lies at most
-    :data:`_BELOW_HOOK` hops under a module's hook dict (what a hook closes over: the object
-    whose list a hook appends to, ``model.fc._forward_hooks[3]:self.acts``), wherever the
-    hook dict itself sits."""
-    hook = next((s for s in reversed(tracked) if s.kind == "hook"), None)
-    return hook is not None and depth - hook.depth <= _BELOW_HOOK
 
 
 def _fmt_key(key: Any) -> str | None:
@@ -245,7 +233,7 @@ class _Walker(ObjectHops):
     def _child(self, obj: Any, path: str, kind: str, parent: PathStats, tracked: list[PathStats],
                depth: int, root: str, owner: Any = None, named: bool = True) -> tuple[PathStats, list[PathStats]]:
         if named and (depth <= _TRACK_DEPTH or (kind == "hook" and depth == _TRACK_DEPTH + 1)
-                      or _below_hook(tracked, depth)) \
+                      or below_hook(tracked, depth)) \
                 and path not in self.snap.paths:
             extra: dict[str, Any] = {"function": parent.function, "file": parent.file}
             if owner is not None:

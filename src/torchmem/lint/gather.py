@@ -246,3 +246,16 @@ def gather(body: list[ast.stmt], qualname: Callable[[ast.AST], str | None]) -> F
         # are freed by reference counting rather than by the cyclic collector
         del stmts, stmt, call, bind, _grad, ifs
     return facts
+
+
+def calls_autograd_grad(node: ast.AST) -> bool:
+    """Whether ``node`` calls ``torch.autograd.grad`` / ``autograd.grad`` (as written:
+    the summaries read no imports here)."""
+    for sub in ast.walk(node):
+        if type(sub) is ast.Call:
+            func = sub.func
+            if type(func) is ast.Attribute and func.attr == "grad" and (
+                    (type(func.value) is ast.Attribute and func.value.attr == "autograd")
+                    or (type(func.value) is ast.Name and func.value.id == "autograd")):
+                return True
+    return False

@@ -203,14 +203,14 @@ class Summaries:
         return found
 
     def _runs_backward(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        from torchmem.lint.gather import gather
+        from torchmem.lint.gather import calls_autograd_grad, gather
 
         cached = self._backward.get(id(node))
         if cached is None:
             facts = gather(node.body, lambda n: None)
             # `torch.autograd.grad(...)` differentiates as `backward()` does (a saliency
             # method's `_getGradients`): it needs the graph its forward records
-            cached = facts.has_backward or facts.has_step or _calls_autograd_grad(node)
+            cached = facts.has_backward or facts.has_step or calls_autograd_grad(node)
             self._backward[id(node)] = cached
         return cached
 
@@ -400,16 +400,3 @@ def _argument_kinds(callee: _Callee, call: ast.Call, flow: Flow) -> dict[str, in
             if kind:
                 out[kw.arg] = kind  # type: ignore[index]
     return out | call_flags(callee.node, callee.bound, call, flow.ctx)  # if flag:
-
-
-def _calls_autograd_grad(node: ast.AST) -> bool:
-    """Whether ``node`` calls ``torch.autograd.grad`` / ``autograd.grad`` (as written:
-    the summaries read no imports here)."""
-    for sub in ast.walk(node):
-        if type(sub) is ast.Call:
-            func = sub.func
-            if type(func) is ast.Attribute and func.attr == "grad" and (
-                    (type(func.value) is ast.Attribute and func.value.attr == "autograd")
-                    or (type(func.value) is ast.Name and func.value.id == "autograd")):
-                return True
-    return False
