@@ -163,7 +163,19 @@ def _fill(store):
 
 def test_an_initialisation_is_not_the_line_that_put_it_there():
     kept = []
-    _fill(kept)  # filled through an alias in another function: no statement of `kept` adds to it
+    _fill(kept)  # filled through the helper's parameter: that append put it there
+    (holder,) = torchmem.holders(kept[0])
+    assert holder.path == "kept[0]" and holder.code == "store.append(torch.ones(4))"
+    assert holder.line == _fill.__code__.co_firstlineno + 1
+    del kept
+
+
+_append_elsewhere = list.append  # not a function of this file: nothing of it can be read
+
+
+def test_another_functions_variable_of_the_same_name_is_not_handed():
+    kept = []
+    _append_elsewhere(kept, torch.ones(4))  # the `_fill(kept)` above hands another `kept`
     (holder,) = torchmem.holders(kept[0])
     assert holder.path == "kept[0]" and holder.line is None and holder.code is None
     del kept

@@ -84,8 +84,10 @@ def _files(stats: PathStats) -> list[str]:
 def _statement(stats: PathStats, want: str, end: str | None = None,
                near: tuple[str, int] | None = None, replaced: bool = False) -> Statement | None:
     hook = want == "hook"
+    local = stats.function if stats.kind == "local" else None
     found = at_end(find_statements(stats.path, _files(stats), hook=hook,
-                                   hook_names=stats.hook_names, hook_methods=stats.hook_methods), end)
+                                   hook_names=stats.hook_names, hook_methods=stats.hook_methods,
+                                   local_to=local), end)
     return best_statement(found, want, function=stats.function, exact=stats.path,
                           brings_graph=want == "chain" and stats.passes > 0, near=near,
                           replaced=replaced)

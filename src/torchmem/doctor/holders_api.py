@@ -136,7 +136,7 @@ def holder_statement(path: str, file: str | None, function: str) -> Any:
     try:
         if hooks:  # a hook's closure holds it: the line that registered the hook
             return best_statement(find_statements(hooks.group(1), [file], hook=True), "hook")
-        found = find_statements(root, [file])
+        found = find_statements(root, [file], local_to=function)
     except Exception:  # noqa: BLE001 - an unreadable or odd file: no line
         return None
     # `x = []` put nothing there; `x.add_(v)` changed what was already there

@@ -326,8 +326,8 @@ class _Finder(ast.NodeVisitor):
 
 
 def find_statements(path: str, files: list[str], *, hook: bool = False,
-                    hook_names: Sequence[str] = (), hook_methods: Sequence[str] = ()
-                    ) -> list[Statement]:
+                    hook_names: Sequence[str] = (), hook_methods: Sequence[str] = (),
+                    local_to: str | None = None) -> list[Statement]:
     """All statements in ``files`` that grow or rebind the culprit ``path``.
 
     Args:
@@ -337,6 +337,9 @@ def find_statements(path: str, files: list[str], *, hook: bool = False,
         hook_names, hook_methods: for a hook dict, the functions it holds and the
             methods that can have filled it (:mod:`torchmem.doctor.hook_sites`): the
             registrations that pass another function or call another method are left out.
+        local_to: for a plain name, the function whose local variable it is: only that
+            function's calls hand it to a helper (see
+            :func:`~torchmem.doctor.source_flow.handed_parameters`).
 
     Returns:
         Matching statements in file order.
@@ -347,7 +350,8 @@ def find_statements(path: str, files: list[str], *, hook: bool = False,
     out: list[Statement] = []
     trees = {f: parsed[0] for f in dict.fromkeys(x for x in files if x)
              if (parsed := load_tree(f)) is not None}
-    handed = {} if hook else handed_parameters(trees, lambda node: _matches(node, wanted))
+    local = local_to if len(wanted) == 1 and local_to not in (None, "<module>") else None
+    handed = {} if hook else handed_parameters(trees, lambda node: _matches(node, wanted), local)
     for file in dict.fromkeys(f for f in files if f):
         parsed = load_tree(file)
         if parsed is None:

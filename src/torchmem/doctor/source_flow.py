@@ -106,23 +106,35 @@ def _callee(call: ast.Call) -> tuple[str, bool] | None:
     return None
 
 
-def handed_parameters(trees: dict[str, ast.Module], culprit: Callable[[ast.AST], bool]
-                      ) -> dict[str, dict[int, set[str]]]:
+def handed_parameters(trees: dict[str, ast.Module], culprit: Callable[[ast.AST], bool],
+                      local_to: str | None = None) -> dict[str, dict[int, set[str]]]:
     """file -> function (its ``def`` line) -> its parameters that a call in ``trees``
     passes the culprit to (``culprit(expr)`` says whether an expression is the culprit),
-    directly, through a name bound to it, or through a parameter handed it in turn."""
+    directly, through a name bound to it, or through a parameter handed it in turn.
+    ``local_to``: the culprit is a local variable of the function of that name, so only
+    that function's own expressions are it (another function's variable of the same name
+    is another object)."""
     defs: dict[str, list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]] = {}
     scopes: list[tuple[str, int, list[ast.AST]]] = []
+    owner: dict[tuple[str, int], str] = {}
     for file, tree in trees.items():
         for key, node, nodes in _scopes(tree):
             scopes.append((file, key, nodes))
+            owner[(file, key)] = node.name if isinstance(node, _FUNCTIONS) else "<module>"
             if isinstance(node, _FUNCTIONS):
                 defs.setdefault(node.name, []).append((file, node))
     handed: dict[str, dict[int, set[str]]] = {}
-    bound = {(file, key): _bound_from(nodes, culprit) for file, key, nodes in scopes}
+
+    def own(file: str, key: int) -> Callable[[ast.AST], bool]:
+        if local_to is None or owner[(file, key)] == local_to:
+            return culprit
+        return lambda node: False  # another function's variable of that name
+
+    bound = {(file, key): _bound_from(nodes, own(file, key)) for file, key, nodes in scopes}
     for _ in range(MAX_HOPS):
         changed = False
         for file, key, nodes in scopes:
+            direct = own(file, key)
             names = bound[(file, key)] | handed.get(file, {}).get(key, set())
             for call in (n for n in nodes if isinstance(n, ast.Call)):
                 called = _callee(call)
@@ -131,7 +143,7 @@ def handed_parameters(trees: dict[str, ast.Module], culprit: Callable[[ast.AST],
                 passed = [(i, a) for i, a in enumerate(call.args)] + \
                          [(k.arg, k.value) for k in call.keywords if k.arg]
                 for where, arg in passed:
-                    if not (culprit(arg) or (isinstance(arg, ast.Name) and arg.id in names)):
+                    if not (direct(arg) or (isinstance(arg, ast.Name) and arg.id in names)):
                         continue
                     for dfile, d in defs[called[0]]:
                         param = _parameter(d, where, called[1])
