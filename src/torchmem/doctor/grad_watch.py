@@ -33,7 +33,7 @@ from torchmem.doctor.culprit import frame_chain, read_locals
 from torchmem.doctor.evidence import GradCheck
 from torchmem.doctor.source import frame_site
 
-__all__ = ["GradWatch", "SAMPLE", "MAX_GROUPS", "PER_GROUP"]
+__all__ = ["GradWatch", "SAMPLE", "MAX_GROUPS", "PER_GROUP", "sample_values"]
 
 #: values read from each watched parameter (evenly spaced) to see whether it was updated
 SAMPLE = 16
@@ -264,10 +264,18 @@ class GradWatch:
             if p is None:
                 out.append((-1, []))
                 continue
-            values: list[float] = []
-            if _plain(p) and p.layout == torch.strided and p.is_contiguous() and p.numel():
-                with torch.no_grad():  # a view and SAMPLE numbers: no copy of the parameter
-                    flat = p.detach().view(-1)
-                    values = flat[::max(flat.numel() // SAMPLE, 1)][:SAMPLE].tolist()
-            out.append((int(p._version), values))
+            out.append((int(p._version), sample_values(p)))
         return out
+
+
+def sample_values(t: Any) -> list[float]:
+    """:data:`SAMPLE` of ``t``'s values, evenly spaced, read through a view (no copy of
+    the tensor); empty for what cannot be read so (a tensor subclass, a sparse or
+    non-contiguous tensor, an empty one)."""
+    import torch
+
+    if not (_plain(t) and t.layout == torch.strided and t.is_contiguous() and t.numel()):
+        return []
+    with torch.no_grad():
+        flat = t.detach().view(-1)
+        return flat[::max(flat.numel() // SAMPLE, 1)][:SAMPLE].tolist()

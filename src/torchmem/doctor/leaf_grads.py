@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from torchmem.doctor.grad_watch import sample_values
 from torchmem.model.capture import Culprit, Finding
 
 __all__ = ["LeafGrads", "LeafGradRecord", "leaf_grad_findings", "MIN_HITS", "MAX_CALLS"]
@@ -38,8 +39,6 @@ __all__ = ["LeafGrads", "LeafGradRecord", "leaf_grad_findings", "MIN_HITS", "MAX
 MIN_HITS = 3
 #: backward calls looked at in a run
 MAX_CALLS = 400
-#: values read from a tensor (evenly spaced) to tell whether it changed
-_SAMPLE = 16
 
 
 @dataclass
@@ -63,22 +62,13 @@ class LeafGradRecord:
     updated: int = 0
 
 
-def _sample(t: Any) -> tuple[float, ...]:
-    flat = t.detach().reshape(-1)
-    n = int(flat.numel())
-    if n == 0:
-        return ()
-    step = max(1, n // _SAMPLE)
-    return tuple(float(v) for v in flat[::step][:_SAMPLE].tolist())
-
-
 class LeafGrads:
     """Watches the local leaf tensors of the frames that call ``backward()``."""
 
     def __init__(self) -> None:
         self.calls = 0
         # (file, function, name) -> (weak reference, values sampled)
-        self._last: dict[tuple[str, str, str], tuple[Any, tuple[float, ...]]] = {}
+        self._last: dict[tuple[str, str, str], tuple[Any, list[float]]] = {}
 
     def on_backward(self, frame: FrameType | None, records: dict[tuple[str, str, str], LeafGradRecord],
                     read_locals: Any) -> None:
@@ -95,7 +85,7 @@ class LeafGrads:
                     or value.device.type not in ("cpu", "cuda") or not value.is_floating_point():
                 continue
             key = (code.co_filename, code.co_name, name)
-            values = _sample(value)
+            values = sample_values(value)
             before = self._last.get(key)
             self._last[key] = (weakref.ref(value), values)
             if before is None or before[0]() is not value:
@@ -104,26 +94,23 @@ class LeafGrads:
                                                             frame.f_lineno))
             record.calls += 1
             grad = value.grad
-            record.uncleared += grad is not None and any(_sample(grad))
+            record.uncleared += grad is not None and any(sample_values(grad))
             record.updated += values != before[1]
 
 
 def _reads_grad_line(file: str, line: int, name: str) -> tuple[int, str] | None:
     """The first statement after ``line`` in the loop around it that reads ``name.grad``."""
     from torchmem.doctor.source import load_tree
+    from torchmem.doctor.statement_rank import innermost_loop
 
-    parsed = load_tree(file)
-    if parsed is None:
+    parsed, span = load_tree(file), innermost_loop(file, line)
+    if parsed is None or span is None:
         return None
     tree, lines = parsed
-    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))
-             and n.lineno <= line <= (n.end_lineno or n.lineno)]
-    if not loops:
-        return None
-    loop = max(loops, key=lambda n: n.lineno)
-    reads = sorted(n.lineno for n in ast.walk(loop)
+    reads = sorted(n.lineno for n in ast.walk(tree)
                    if isinstance(n, ast.Attribute) and n.attr == "grad"
-                   and isinstance(n.value, ast.Name) and n.value.id == name and n.lineno > line)
+                   and isinstance(n.value, ast.Name) and n.value.id == name
+                   and line < n.lineno <= span[1])
     if not reads:
         return None
     return reads[0], lines[reads[0] - 1].strip()

@@ -75,11 +75,11 @@ def _collected_in_a_loop(culprit: Any) -> bool:
     its function (``feats.append(model.body(x).detach())`` in the loop over the evaluation
     batches): the script collects on purpose, where a forward or a hook adds once per call
     without a loop of its own."""
-    from torchmem.doctor.statement_rank import _innermost_loop
+    from torchmem.doctor.statement_rank import innermost_loop
 
     if culprit is None or not culprit.file or not culprit.line:
         return False
-    return _innermost_loop(culprit.file, culprit.line) is not None
+    return innermost_loop(culprit.file, culprit.line) is not None
 
 
 def _grows(present: list[PathStats]) -> bool:

@@ -18,7 +18,7 @@ import functools
 from torchmem.doctor.path_keys import writes_other_key
 from torchmem.doctor.source import Statement, load_tree
 
-__all__ = ["best_statement"]
+__all__ = ["best_statement", "innermost_loop"]
 
 
 #: values that initialise a variable rather than add to it
@@ -109,11 +109,11 @@ def same_loop(stmt: Statement, site: tuple[str, int]) -> bool:
     loop of the same file (False when either is in no loop)."""
     if stmt.file != site[0]:
         return False
-    here, there = _innermost_loop(stmt.file, stmt.line), _innermost_loop(*site)
+    here, there = innermost_loop(stmt.file, stmt.line), innermost_loop(*site)
     return here is not None and here == there
 
 
-def _innermost_loop(file: str, line: int) -> tuple[int, int] | None:
+def innermost_loop(file: str, line: int) -> tuple[int, int] | None:
     """(first line, last line) of the innermost loop of ``file`` around ``line``."""
     parsed = load_tree(file)
     if parsed is None:
