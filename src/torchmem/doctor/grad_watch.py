@@ -256,8 +256,6 @@ class GradWatch:
     @staticmethod
     def _param_snapshot(group: _Group) -> list[tuple[int, list[float]]]:
         """Each watched parameter's version counter and :data:`SAMPLE` of its values."""
-        import torch
-
         out: list[tuple[int, list[float]]] = []
         for ref in group.refs:
             p = ref()

@@ -238,7 +238,7 @@ class _Finder(ast.NodeVisitor):
             key=ast.unparse(key) if key is not None else None))
 
     def visit_Module(self, node: ast.Module) -> None:
-        self.derived = derived_names(node.body, self._reads_culprit, self._own_name)
+        self.derived = derived_names(node, self._reads_culprit, self._own_name)
         self.aliases = set(self.handed.get(0, ()))
         self.generic_visit(node)
 
@@ -246,7 +246,7 @@ class _Finder(ast.NodeVisitor):
         saved = self.function, self.loops, self.aliases, self.derived
         self.function, self.loops = node.name, 0
         self.aliases = set(self.handed.get(node.lineno, ()))  # parameters handed the culprit
-        self.derived = derived_names(node.body, self._reads_culprit, self._own_name)
+        self.derived = derived_names(node, self._reads_culprit, self._own_name)
         self.generic_visit(node)
         self.function, self.loops, self.aliases, self.derived = saved
 

@@ -18,7 +18,8 @@ Never imports torch.
 from __future__ import annotations
 
 import ast
-from typing import Callable, Iterable, Sequence
+import functools
+from typing import Callable, Sequence
 
 __all__ = ["derived_names", "handed_parameters", "own_nodes"]
 
@@ -48,22 +49,31 @@ def _names(target: ast.AST) -> list[str]:
     return [target.id] if isinstance(target, ast.Name) else []
 
 
-def derived_names(body: Sequence[ast.AST], reads: Callable[[ast.AST, frozenset[str]], bool],
-                  own_name: str | None) -> frozenset[str]:
-    """Plain local names of one function's ``body`` that some assignment there computes
-    from the culprit, directly or through another such name (``reads(value, derived)``
-    says whether an expression reads the culprit or one of ``derived``). Flow-insensitive:
-    a name counts when any of its assignments in the function reads the culprit. The
-    culprit's own name (``own_name``) is not a temporary computed from it."""
-    pairs: list[tuple[list[str], ast.AST]] = []
-    for node in own_nodes(body):
+@functools.lru_cache(maxsize=4096)
+def _assign_pairs(owner: ast.AST) -> tuple[tuple[tuple[str, ...], ast.AST], ...]:
+    """(names bound, value) of the assignments of ``owner``'s own body (cached per node:
+    parsed trees are cached per file and modification time)."""
+    pairs = []
+    for node in own_nodes(owner.body):  # type: ignore[attr-defined]
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [n for t in targets for n in _names(t)]
+            names = tuple(n for t in targets for n in _names(t))
             if names:
                 pairs.append((names, node.value))
         elif isinstance(node, ast.NamedExpr):
-            pairs.append(([node.target.id], node.value))
+            pairs.append(((node.target.id,), node.value))
+    return tuple(pairs)
+
+
+def derived_names(owner: ast.AST, reads: Callable[[ast.AST, frozenset[str]], bool],
+                  own_name: str | None) -> frozenset[str]:
+    """Plain local names of one function's body (``owner``: the function or the module)
+    that some assignment there computes from the culprit, directly or through another
+    such name (``reads(value, derived)`` says whether an expression reads the culprit or
+    one of ``derived``). Flow-insensitive: a name counts when any of its assignments in
+    the function reads the culprit. The culprit's own name (``own_name``) is not a
+    temporary computed from it."""
+    pairs = _assign_pairs(owner)
     derived: set[str] = set()
     changed = True
     while changed:
@@ -76,25 +86,22 @@ def derived_names(body: Sequence[ast.AST], reads: Callable[[ast.AST, frozenset[s
     return frozenset(derived)
 
 
-def _scopes(tree: ast.Module) -> Iterable[tuple[int, ast.AST, list[ast.AST]]]:
-    """(key, node, own nodes) of the module (key 0) and of every function (its ``def``
-    line)."""
-    yield 0, tree, own_nodes(tree.body)
-    for node in ast.walk(tree):
-        if isinstance(node, _FUNCTIONS):
-            yield node.lineno, node, own_nodes(node.body)
-
-
-def _bound_from(nodes: list[ast.AST], culprit: Callable[[ast.AST], bool]) -> set[str]:
-    """Names a function binds to the culprit itself (``memory = state['memory']``)."""
-    out: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, (ast.Name, ast.Attribute, ast.Subscript)) \
-                and culprit(node.value):
-            out.add(node.targets[0].id)
-    return out
+@functools.lru_cache(maxsize=64)
+def _scopes(tree: ast.Module) -> tuple[tuple[int, ast.AST, tuple[ast.Call, ...],
+                                             tuple[tuple[str, ast.AST], ...]], ...]:
+    """(key, node, its own calls, its ``name = <expr>`` bindings of an attribute, item or
+    name) of the module (key 0) and of every function (its ``def`` line), cached per tree."""
+    out = []
+    for key, node in [(0, tree), *((n.lineno, n) for n in ast.walk(tree)
+                                     if isinstance(n, _FUNCTIONS))]:
+        nodes = own_nodes(node.body)  # type: ignore[attr-defined]
+        calls = tuple(n for n in nodes if isinstance(n, ast.Call))
+        binds = tuple((n.targets[0].id, n.value) for n in nodes
+                      if isinstance(n, ast.Assign) and len(n.targets) == 1
+                      and isinstance(n.targets[0], ast.Name)
+                      and isinstance(n.value, (ast.Name, ast.Attribute, ast.Subscript)))
+        out.append((key, node, calls, binds))
+    return tuple(out)
 
 
 def _callee(call: ast.Call) -> tuple[str, bool] | None:
@@ -115,35 +122,35 @@ def handed_parameters(trees: dict[str, ast.Module], culprit: Callable[[ast.AST],
     that function's own expressions are it (another function's variable of the same name
     is another object)."""
     defs: dict[str, list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]] = {}
-    scopes: list[tuple[str, int, list[ast.AST]]] = []
-    owner: dict[tuple[str, int], str] = {}
+    scopes: list[tuple[str, int, tuple[ast.Call, ...]]] = []
+    bound: dict[tuple[str, int], set[str]] = {}
+    direct: dict[tuple[str, int], Callable[[ast.AST], bool]] = {}
     for file, tree in trees.items():
-        for key, node, nodes in _scopes(tree):
-            scopes.append((file, key, nodes))
-            owner[(file, key)] = node.name if isinstance(node, _FUNCTIONS) else "<module>"
+        for key, node, calls, binds in _scopes(tree):
+            name = node.name if isinstance(node, _FUNCTIONS) else "<module>"
             if isinstance(node, _FUNCTIONS):
                 defs.setdefault(node.name, []).append((file, node))
+            # a local culprit is only its own function's: another function's variable of
+            # that name is another object
+            mine = culprit if local_to is None or name == local_to else (lambda n: False)
+            direct[(file, key)] = mine
+            bound[(file, key)] = {target for target, value in binds if mine(value)}
+            if calls:
+                scopes.append((file, key, calls))
     handed: dict[str, dict[int, set[str]]] = {}
-
-    def own(file: str, key: int) -> Callable[[ast.AST], bool]:
-        if local_to is None or owner[(file, key)] == local_to:
-            return culprit
-        return lambda node: False  # another function's variable of that name
-
-    bound = {(file, key): _bound_from(nodes, own(file, key)) for file, key, nodes in scopes}
     for _ in range(MAX_HOPS):
         changed = False
-        for file, key, nodes in scopes:
-            direct = own(file, key)
+        for file, key, calls in scopes:
+            is_culprit = direct[(file, key)]
             names = bound[(file, key)] | handed.get(file, {}).get(key, set())
-            for call in (n for n in nodes if isinstance(n, ast.Call)):
+            for call in calls:
                 called = _callee(call)
                 if called is None or called[0] not in defs:
                     continue
                 passed = [(i, a) for i, a in enumerate(call.args)] + \
                          [(k.arg, k.value) for k in call.keywords if k.arg]
                 for where, arg in passed:
-                    if not (direct(arg) or (isinstance(arg, ast.Name) and arg.id in names)):
+                    if not (is_culprit(arg) or (isinstance(arg, ast.Name) and arg.id in names)):
                         continue
                     for dfile, d in defs[called[0]]:
                         param = _parameter(d, where, called[1])
