@@ -420,3 +420,36 @@ def test_a_long_runs_notes_count_steps_not_step_records(doctor):
     notes = data["notes"]
     census = [n for n in notes if "census at step" in n]
     assert census and all(n.endswith(" of 6000") for n in census), notes
+
+
+def test_modules_imported_before_an_in_process_run_are_walked_only_when_the_script_uses_them(
+        tmp_path, monkeypatch):
+    # A test session or a notebook runs the script in its own process: the modules it had
+    # imported before are its own, not the script's. Their globals are walked only when the
+    # script refers to them; the modules the script imports itself always are.
+    from torchmem.doctor.culprit import take_snapshot
+
+    for name in ("caller_state", "shared_state", "fresh_state"):
+        (tmp_path / f"{name}.py").write_text("BANK = []\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("caller_state", "shared_state", "fresh_state"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import caller_state  # noqa: F401  (the caller's: imported before the run)
+    import shared_state  # noqa: F401  (imported before the run, and by the script)
+
+    script = write(tmp_path, TRAIN.format(steps=4).replace(
+        "import sys, torch", "import sys, torch, shared_state, fresh_state"))
+    caller_state.BANK.append(torch.zeros(256))
+    seen: list[set[str]] = []
+
+    class Roots(Probe):
+        def on_step(self, run, step, frame):
+            shared_state.BANK.append(torch.zeros(256))
+            sys.modules["fresh_state"].BANK.append(torch.zeros(256))
+            snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file,
+                                 unreached=False)
+            seen.append({p for p in snap.paths if p.endswith(".BANK")})
+
+    result = run(script, probes=[Roots()])
+    assert result.exit_code == 0, result.error
+    assert seen and seen[-1] == {"shared_state.BANK", "fresh_state.BANK"}

@@ -42,6 +42,7 @@ from torchmem.doctor.roots import (
     _frame_locals,
     _root_items,
     _user_modules,
+    referenced_modules,
     frame_chain,
     owned_storages,
     owning_objects,
@@ -108,7 +109,7 @@ def take_snapshot(step: int, frame: types.FrameType | None, main_globals: dict[s
         namespaces.append((_root_items(main_globals), "global", "<module>",
                            str(main_globals.get("__file__") or "")))
         w.classes.note_all(main_globals)
-    for modname in _user_modules(is_user):
+    for modname in _user_modules(is_user, referenced_modules(main_globals)):
         mod = sys.modules.get(modname)
         file = getattr(mod, "__file__", None)
         if mod is not None and file and mod.__dict__ is not main_globals:

@@ -25,6 +25,7 @@ from torchmem.doctor.roots import (
     _frame_locals,
     _root_items,
     _user_modules,
+    referenced_modules,
     frame_chain,
     owned_storages,
     owning_objects,
@@ -98,7 +99,7 @@ def holder_paths(keys: Iterable[int], frame: types.FrameType | None,
             namespaces.append((_root_items(main_globals), "global", "<module>",
                                str(main_globals.get("__file__") or "")))
             w.classes.note_all(main_globals)
-        for name in _user_modules(is_user):
+        for name in _user_modules(is_user, referenced_modules(main_globals)):
             mod = sys.modules.get(name)
             if mod is not None and mod.__dict__ is not main_globals:
                 w.classes.note_all(vars(mod), f"{name}.")

@@ -24,8 +24,14 @@ _ATOMIC = (str, bytes, bytearray, int, float, complex, bool, type(None), range, 
 _user_modules_cache: tuple[int, Any, list[str]] = (-1, None, [])
 
 
-def _user_modules(is_user: Callable[[str], bool]) -> list[str]:
-    """Names of imported modules whose file is user code (cached while sys.modules is stable)."""
+def _user_modules(is_user: Callable[[str], bool],
+                  referenced: frozenset[str] = frozenset()) -> list[str]:
+    """Names of imported modules whose file is user code (cached while sys.modules is stable).
+
+    When ``is_user`` is the method of a :class:`~torchmem.doctor.steps.UserFrames` whose
+    ``caller_modules`` are set (a script run in-process: the modules imported before it
+    started are its caller's, such as a test session's), those are left out unless
+    ``referenced`` names them (:func:`referenced_modules` of the script's namespace)."""
     global _user_modules_cache
     n = len(sys.modules)
     # keyed by the predicate too (equal bound methods of one UserFrames compare equal)
@@ -46,7 +52,26 @@ def _user_modules(is_user: Callable[[str], bool]) -> list[str]:
                     and not os.path.realpath(file).startswith(prefixes)):
                 names.append(name)
         _user_modules_cache = (n, is_user, names)
-    return _user_modules_cache[2]
+    callers = getattr(getattr(is_user, "__self__", None), "caller_modules", None)
+    if not callers:
+        return _user_modules_cache[2]
+    return [name for name in _user_modules_cache[2] if name not in callers or name in referenced]
+
+
+def referenced_modules(namespace: dict[str, Any] | None) -> frozenset[str]:
+    """Names of the modules a namespace refers to: modules bound in it (``import helpers``)
+    and the modules of the functions and classes bound in it (``from helpers import f``)."""
+    if not namespace:
+        return frozenset()
+    out = set()
+    for value in list(namespace.values()):
+        if isinstance(value, types.ModuleType):
+            out.add(value.__name__)
+        elif isinstance(value, (types.FunctionType, type)):
+            module = getattr(value, "__module__", None)
+            if isinstance(module, str):
+                out.add(module)
+    return frozenset(out)
 
 
 _OWNERS = (torch.nn.Module, torch.optim.Optimizer)

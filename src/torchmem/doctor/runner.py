@@ -273,12 +273,14 @@ def run_script(target: Target, probes: Sequence[Probe] = (), *, max_steps: int |
     Raises:
         InputError, ScriptError: the script could not be started (missing, syntax error...).
     """
-    loaded = load_target(target)
+    callers = frozenset(name for name in sys.modules if name != "__main__")
+    loaded = load_target(target)  # (a module target's packages are the script's: after)
     argv = [loaded.argv0, *target.args]
     main = types.ModuleType("__main__")
     main.__dict__.update(loaded.main_attrs)
     main.__dict__["__builtins__"] = __builtins__
     run = Run(target, argv, loaded.filename, main.__dict__, probes, max_steps)
+    run.frames.caller_modules = callers
 
     saved_argv, saved_path = sys.argv, list(sys.path)
     saved_path0 = sys.path[0] if sys.path else None

@@ -55,6 +55,11 @@ class UserFrames:
         self._prefixes = tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
         self._prefixes += tuple(os.path.join(d, "") for d in dirs)
         self._cache: dict[str, bool] = {}
+        #: modules imported before the script started: its caller's when it runs
+        #: in-process (a test session, a notebook). Their frames still count as user
+        #: code; their globals are walked only when the script refers to them (see
+        #: :func:`torchmem.doctor.roots._user_modules`).
+        self.caller_modules: frozenset[str] = frozenset()
 
     def is_user_file(self, filename: str) -> bool:
         """True when ``filename`` belongs to the user's code."""
