@@ -127,6 +127,12 @@ def doctor(path: str | Path, *args: str, max_steps: int | None = None) -> tuple[
     # for the doctor): `feats = []` made anew there is judged from its new start (healthy
     # twin: the features detached; collected in the script's own loop, not reported)
     ("eval_collection_made_anew.py", "eval_graph", "feats", 24),
+    # one tensor whose own storage grows with its graph is every step's output joined on
+    # (`bank = torch.cat([bank, out])`), not a hidden state of fixed size chained through
+    # the steps: its graphs are evaluation graphs when no backward ran through them,
+    # retained ones after a backward (hidden_chain.py above is the fixed-size twin)
+    ("concat_outputs_eval.py", "eval_graph", "bank", 9),
+    ("concat_logits_train.py", "retained_graph", "seen", 16),
 ])
 def test_cause_culprit_and_line(script, cause, culprit, line, capsys):
     probe, result = doctor(SCRIPTS / script)

@@ -163,21 +163,68 @@ FRESH = """
 """
 
 
-def test_in_place_update_does_not_make_a_fresh_local_accumulate(tmp_path):
-    from torchmem.doctor.path_trend import _rebound_fresh
+def _fresh(file, **kw):
+    from torchmem.doctor.fresh_values import rebound_fresh
     from torchmem.doctor.pathstats import PathStats
 
-    file = _write(tmp_path, FRESH)
-    sig = {"bytes": 4096.0, "grad_tensors": 0.0, "nodes": 0.0, "hooks": 0.0, "tensors": 0.0,
-           "items": 0.0}
-    stats = PathStats(path="x", kind="local", type="Tensor", depth=0, root="x", function="run",
-                      file=file, tensors=1, storage_bytes=64 * 300 * 4, survived=0.0)
-    assert _rebound_fresh(stats, sig)  # rebound each call; clamp_ changes that value only
-    kept = _write(tmp_path, FRESH.replace("x = torch.randn(", "x = torch.cat([x, torch.randn(")
-                  .replace(", 64)\n", ", 64)])\n"))
-    assert not _rebound_fresh(PathStats(**{**{f: getattr(stats, f) for f in (
-        "path", "kind", "type", "depth", "root", "function", "tensors", "storage_bytes",
-        "survived")}, "file": kept}), sig)  # near miss: reads its old value
+    fields = dict(path="x", kind="local", type="Tensor", depth=0, root="x", function="run",
+                  file=file, tensors=1, storage_bytes=64 * 300 * 4, survived=0.0)
+    return rebound_fresh(PathStats(**{**fields, **kw}), graphs=False)
+
+
+def test_in_place_update_does_not_make_a_fresh_local_accumulate(tmp_path):
+    assert _fresh(_write(tmp_path, FRESH))  # rebound each call; clamp_ changes that value only
+    # near miss: in the loop that runs the steps, `x = torch.cat([x, new])` reads the value
+    # an earlier iteration bound
+    looped = FRESH.replace("    x = torch.randn(", "    for _ in range(9):\n            x = torch.cat([x, torch.randn(") \
+        .replace(", 64)\n", ", 64)])\n")
+    assert "for _ in range(9)" in looped
+    assert not _fresh(_write(tmp_path, looped))
+
+
+CALLEE = """
+    import torch
+
+
+    def detect(image, model):
+        image = image[None]
+        return run(image, model)
+
+
+    def run(x, model):
+        x = x[:, [2, 1, 0]]
+        return model(x)
+
+
+    def relay(image, model):
+        return run(image, model)
+
+
+    def gather(feats, items):
+        for item in items:
+            feats = torch.cat([feats, item])
+        return feats
+"""
+
+
+def test_a_local_started_afresh_by_each_call_does_not_accumulate(tmp_path):
+    # `x = x[:, [2, 1, 0]]` outside any loop of its function reads the value bound earlier
+    # in the same call (here the parameter), never an earlier step's; a parameter that its
+    # function never rebinds is whatever each call hands in
+    file = _write(tmp_path, CALLEE)
+    assert _fresh(file)
+    assert _fresh(file, path="image", root="image", function="detect")
+    assert _fresh(file, path="image", root="image", function="relay")
+    # near misses: a loop of the function carries `feats` from one iteration to the next;
+    # a module-level variable lives across the steps; something it held is still alive; a
+    # graph that grows is never a fresh value
+    assert not _fresh(file, path="feats", root="feats", function="gather")
+    assert not _fresh(file, function="<module>")
+    assert not _fresh(file, survived=0.5)
+    from torchmem.doctor.fresh_values import rebound_fresh
+    from torchmem.doctor.pathstats import PathStats
+    assert not rebound_fresh(PathStats(path="x", kind="local", type="Tensor", depth=0, root="x",
+                                       function="run", file=file, survived=0.0), graphs=True)
 
 
 def test_a_rebinding_through_a_temporary_reads_the_old_value(tmp_path):

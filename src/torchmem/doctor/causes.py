@@ -113,6 +113,19 @@ def _flagged(stats: PathStats, ev: Evidence) -> bool:
     return bool(ev.create_graph_steps) or ev.retained_roots.get(stats.path, 0) > 0
 
 
+def _never_backpropagated(stats: PathStats) -> bool:
+    """The graphs kept at ``stats`` still hold their saved tensors: no backward ran
+    through them (an evaluation under grad)."""
+    return bool(stats.live_nodes) and stats.freed_nodes == 0 and stats.saved_bytes > 0
+
+
+def _concatenated(stats: PathStats, sig: dict[str, float]) -> bool:
+    """One tensor (the same count) whose own storage grows with its graph: each step's
+    output is joined onto it (``feats = torch.cat((feats, out))``), so it keeps every
+    step's graph, not a hidden state of fixed size chained through the steps."""
+    return sig.get("storage", 0.0) > 0 and stats.tensors == 1
+
+
 def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
     flags = ev.backward_steps > 0 and (ev.retain_graph_steps + ev.create_graph_steps) >= 0.5 * ev.backward_steps
     if stats.kind == "grad":  # a parameter's .grad with a graph: only create_graph makes one
@@ -125,12 +138,14 @@ def _classify(stats: PathStats, sig: dict[str, float], ev: Evidence) -> str:
             return "view_pins_storage"
         if flags:  # retained backwards leave the nodes they ran through looking unused
             return "backward_flags_graph" if _flagged(stats, ev) else "retained_graph"
-        if stats.live_nodes and stats.freed_nodes == 0 and stats.saved_bytes > 0:
+        if _never_backpropagated(stats):
             return "eval_graph"
         return "retained_graph"
     if sig["nodes"] >= MIN_COUNT_PER_STEP and sig["tensors"] <= 0:
         if stats.chain_numel == 1:  # a running scalar sum such as `total += loss`
             return "backward_flags_graph" if flags and _flagged(stats, ev) else "retained_graph"
+        if _concatenated(stats, sig):  # every step's output joined on: all their graphs
+            return "eval_graph" if _never_backpropagated(stats) else "retained_graph"
         return "hidden_state_chain"
     if pinned_share >= 0.5:
         return "view_pins_storage"
@@ -184,7 +199,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
         if stmt is None and want == "chain":
             stmt = _statement(stats, "container")
         if cause == "retained_graph" and stmt is not None and stmt.kind == "assign" \
-                and stats.chain_numel != 1 and owner is None:
+                and stats.chain_numel != 1 and owner is None and not _concatenated(stats, sig):
             cause = "hidden_state_chain"
         if collected_outputs(cause, stats, stmt, ev):
             continue

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from torchmem.doctor.culprit import PathStats, Snapshot
-from torchmem.doctor.source import find_statements
+from torchmem.doctor.fresh_values import rebound_fresh
 from torchmem.units import KiB
 
 __all__ = ["growing_paths", "culprit_paths", "hook_owner", "path_signal", "significant_growth", "score",
@@ -42,6 +42,7 @@ def _rate(a: PathStats | None, b: PathStats, steps: int, attr: str) -> float:
 def _signals(a: PathStats | None, b: PathStats, steps: int) -> dict[str, float]:
     return {
         "bytes": _rate(a, b, steps, "retained_bytes"),
+        "storage": _rate(a, b, steps, "storage_bytes"),  # of those, the tensors' own
         "grad_tensors": _rate(a, b, steps, "grad_tensors"),
         "nodes": _rate(a, b, steps, "graph_nodes"),
         "hooks": _rate(a, b, steps, "hooks"),
@@ -233,35 +234,9 @@ def _growing_paths(snaps: Sequence[Snapshot],
         one_step = [p.survived_next for p in (s.paths.get(path) for s in snaps)
                     if p is not None and p.survived_next is not None]
         if trend is not None and not _released(stats, trend, one_step) \
-                and not _rebound_fresh(stats, trend) and not _bounded(stats, trend):
+                and not rebound_fresh(stats, _graphs(trend)) and not _bounded(stats, trend):
             out[path] = trend
     return out
-
-
-def _rebound_fresh(stats: PathStats, sig: dict[str, float]) -> bool:
-    """True for a variable rebound to a fresh value each step whose size merely varies.
-
-    ``x = torch.randn(batch, 512)`` with a random ``batch``: nothing it held at the previous
-    snapshot is alive, no graph grows, and every statement that binds it is a plain
-    rebinding that does not read its old value. Such a variable cannot accumulate: its
-    bytes at two snapshots differ by the sizes of two unrelated values. (``x =
-    torch.cat([x, new])`` reads the old value and still counts; so does a graph that
-    grows through it.)
-    """
-    if stats.items is not None or stats.kind in ("grad", "hook", "closure") or _graphs(sig):
-        return False
-    if stats.survived is None or stats.survived > 0:
-        return False
-    files = [f for f in (stats.owner_file, stats.file) if f]
-    found = find_statements(stats.path, files)
-    if stats.depth == 0 and stats.kind == "local" and stats.function:
-        # a local is bound by its own function's statements; a same-named local of
-        # another function (`x = self.embed(x)` in `forward`) is another variable
-        own = [s for s in found if s.function == stats.function]
-        found = own or found
-    # an in-place update (`x.clamp_(0)`) changes the value it was just bound to: no binding
-    found = [s for s in found if s.kind != "inplace"]
-    return bool(found) and all(s.kind == "rebind" for s in found)
 
 
 def _bounded(stats: PathStats, sig: dict[str, float]) -> bool:
