@@ -52,7 +52,7 @@ CORPORA = {"public": (TESTS / "doctor_corpus_public", 40),
            "holdout9": (TESTS / "doctor_corpus_holdout9", 24),
            "holdout10": (TESTS / "doctor_corpus_holdout10", 24),
            "holdout11": (TESTS / "doctor_corpus_holdout11", 24),
-           "holdout12": (TESTS / "doctor_corpus_holdout12", 25)}
+           "holdout12": (TESTS / "doctor_corpus_holdout12", 26)}
 #: the corpora whose sources come from public reports, and the linter's recall corpora
 OTHER_SOURCES = [TESTS / "doctor_corpus",
                  *sorted(p for p in (TESTS.parent / "benchmarks").glob("lint_recall*") if p.is_dir())]
