@@ -96,11 +96,19 @@ def test_the_held_out_corpus_shares_no_source_with_the_public_one():
 
 
 def _report(url: str) -> str:
-    """The report a URL names (``github.com/o/r/issues/12``, a forum thread), without anchors."""
+    """The report a URL names (``github.com/o/r/issues/12``, a forum thread), without anchors.
+
+    A GitHub issue or pull request is keyed by the repository's name without its owner (a
+    repository moved to another owner keeps its numbers: ``pytorch/botorch`` became
+    ``meta-pytorch/botorch``), a commit by its first seven hex digits wherever it is
+    linked (a fix commit is the same report under a commit URL or a pull request's)."""
     url = url.split("#")[0].rstrip("/")
-    m = re.match(r"https://github\.com/([^/]+/[^/]+)/(issues|pull)/(\d+)", url)
+    m = re.match(r"https://github\.com/[^/]+/([^/]+)/(issues|pull)/(\d+)", url)
     if m:
         return f"{m[1]}/{m[3]}".lower()
+    m = re.match(r"https://github\.com/[^/]+/[^/]+/(?:pull/\d+/)?commits?/([0-9a-f]{7,40})", url)
+    if m:
+        return f"commit/{m[1][:7]}".lower()
     m = re.match(r"https://discuss\.pytorch\.org/t/[^/]+/(\d+)", url)
     if m:
         return f"discuss/{m[1]}"
