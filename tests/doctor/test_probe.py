@@ -374,3 +374,16 @@ def test_numpy_outputs_an_inference_script_collects_are_a_note(doctor):
     assert data["findings"] == []
     assert any(n.startswith("`predictions` collects numpy arrays of the outputs")
                for n in data["notes"]), data["notes"]
+
+
+def test_a_statement_that_rebinds_the_whole_container_gets_no_edit_of_its_value():
+    # `tot = tot * 0.99 + info` keeps the loss's graph in `tot['loss']`, but binds the whole
+    # metrics dict: `.detach()` of that value would raise AttributeError. The finding names
+    # the entry at that line and says why no one-line edit is offered (before: the edit was
+    # offered and only a re-run withdrew it; with --no-verify it would have been shown)
+    probe, result = doctor(SCRIPTS / "decayed_tracker_dict.py")
+    assert result.exit_code == 0, result.error
+    top = probe.findings[0]
+    assert (top.cause, top.culprit.name, top.culprit.line) == ("retained_graph", "tot['loss']", 30)
+    assert top.fix_kind == "advice" and top.edit is None
+    assert "rebinds `tot` (a Tracker) as a whole" in top.fix

@@ -58,7 +58,7 @@ from torchmem.doctor.path_trend import (
     significant_growth,
 )
 from torchmem.doctor.rebind_sources import filled_from
-from torchmem.doctor.shared_targets import setitem_site, sibling_refusal
+from torchmem.doctor.shared_targets import setitem_site, sibling_refusal, whole_container_refusal
 from torchmem.doctor.key_origin import key_origin, last_key
 from torchmem.doctor.object_growth import collected_outputs
 from torchmem.doctor.path_evidence import evidence_lines
@@ -212,7 +212,7 @@ def path_findings(ev: Evidence, growing: dict[str, dict[str, float]],
             cause, path, stmt, holds=stats.holds, culprit_type=stats.type,
             has_graph=stats.grad_tensors > 0, scalar=scalar or stats.chain_numel == 1,
             is_tuple=stats.type in ("tuple", "list"), hook=hooks, owner_type=owner_type,
-            refusal=sibling_refusal(path, stmt, paths))
+            refusal=sibling_refusal(path, stmt, paths) or whole_container_refusal(path, stmt, paths))
         fix = path_fix.text
         # what grows is the state of the optimizers it keeps (each one's first step makes
         # it, with its parameters' gradients): no container edit frees that

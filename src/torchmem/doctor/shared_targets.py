@@ -10,7 +10,13 @@ values that are not tensors and the statement's target picks the entry with a va
 key, no edit of that statement is offered, and the reason names the sibling. When the
 statement sits in a class's ``__setitem__``, :func:`setitem_site` finds the one item
 assignment that stores under the culprit's key (``stat_col['loss'] = loss``), where the
-edit touches that entry alone. Never imports torch.
+edit touches that entry alone.
+
+A statement that rebinds the whole container (``tot = tot * 0.99 + info``, where ``tot``
+is a dict of metrics and the culprit ``tot['loss']`` one of its entries) stores the
+container, not the entry: ``.detach()`` or ``.item()`` of its value would raise.
+:func:`whole_container_refusal` says so when the container is not a tensor, a tuple or a
+list (those the hidden-state fix rebuilds element by element). Never imports torch.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from torchmem.doctor.key_origin import last_key
 from torchmem.doctor.pathstats import PathStats
 from torchmem.doctor.source import Statement, load_tree
 
-__all__ = ["setitem_site", "sibling_refusal"]
+__all__ = ["setitem_site", "sibling_refusal", "whole_container_refusal"]
 
 _TENSORS = frozenset({"0-dim tensor", "tensor"})
 
@@ -70,6 +76,33 @@ def sibling_refusal(path: str, stmt: Statement | None, paths: Mapping[str, PathS
             return (f"line {stmt.line} also stores {', '.join(kinds)} into `{other}`: "
                     "`.item()` or `.detach()` there would raise for those")
     return None
+
+
+def whole_container_refusal(path: str, stmt: Statement | None,
+                            paths: Mapping[str, PathStats]) -> str | None:
+    """Why no edit of ``stmt`` is valid because it binds the container whose entry the
+    culprit ``path`` is (``tot = tot * 0.99 + info`` for ``tot['loss']``), and that
+    container is neither a tensor nor a tuple or list (None otherwise). A container the
+    snapshot did not measure counts as one whose type is unknown: refused too.
+
+    Example:
+        >>> s = Statement("t.py", 30, "tot = tot * 0.99 + info", "assign", "<module>",
+        ...               True, "tot * 0.99 + info", "tot")
+        >>> tot = PathStats(path="tot", kind="global", type="Tracker", depth=0, root="tot")
+        >>> whole_container_refusal("tot['loss']", s, {"tot": tot})
+        "line 30 rebinds `tot` (a Tracker) as a whole, not its entry `tot['loss']`: `.item()` or `.detach()` of that value would raise"
+    """
+    if stmt is None or stmt.kind not in ("assign", "rebind", "augassign") or not stmt.target:
+        return None
+    if not path.endswith("]") or "[" not in path or stmt.target.endswith("]"):
+        return None
+    parent = paths.get(path[:path.rindex("[")])
+    kind = parent.type if parent is not None else None
+    if kind in ("Tensor", "Parameter", "tuple", "list"):
+        return None
+    what = f"(a {kind})" if kind else "(of a type the analysis did not see)"
+    return (f"line {stmt.line} rebinds `{stmt.target}` {what} as a whole, not its entry "
+            f"`{path}`: `.item()` or `.detach()` of that value would raise")
 
 
 def setitem_site(path: str, stmt: Statement | None, files: Sequence[str]) -> Statement | None:
