@@ -431,14 +431,18 @@ def test_modules_imported_before_an_in_process_run_are_walked_only_when_the_scri
 
     for name in ("caller_state", "shared_state", "fresh_state"):
         (tmp_path / f"{name}.py").write_text("BANK = []\n", encoding="utf-8")
+    (tmp_path / "statepkg").mkdir()
+    (tmp_path / "statepkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "statepkg" / "sub.py").write_text("BANK = []\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("caller_state", "shared_state", "fresh_state"):
+    for name in ("caller_state", "shared_state", "fresh_state", "statepkg", "statepkg.sub"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     import caller_state  # noqa: F401  (the caller's: imported before the run)
     import shared_state  # noqa: F401  (imported before the run, and by the script)
+    import statepkg.sub  # noqa: F401  (imported before the run; the script binds `statepkg`)
 
     script = write(tmp_path, TRAIN.format(steps=4).replace(
-        "import sys, torch", "import sys, torch, shared_state, fresh_state"))
+        "import sys, torch", "import sys, torch, shared_state, fresh_state, statepkg.sub"))
     caller_state.BANK.append(torch.zeros(256))
     seen: list[set[str]] = []
 
@@ -446,10 +450,11 @@ def test_modules_imported_before_an_in_process_run_are_walked_only_when_the_scri
         def on_step(self, run, step, frame):
             shared_state.BANK.append(torch.zeros(256))
             sys.modules["fresh_state"].BANK.append(torch.zeros(256))
+            statepkg.sub.BANK.append(torch.zeros(256))
             snap = take_snapshot(step, frame, run.main_globals, run.frames.is_user_file,
                                  unreached=False)
             seen.append({p for p in snap.paths if p.endswith(".BANK")})
 
     result = run(script, probes=[Roots()])
     assert result.exit_code == 0, result.error
-    assert seen and seen[-1] == {"shared_state.BANK", "fresh_state.BANK"}
+    assert seen and seen[-1] == {"shared_state.BANK", "fresh_state.BANK", "statepkg.sub.BANK"}

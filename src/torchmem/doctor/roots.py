@@ -55,12 +55,14 @@ def _user_modules(is_user: Callable[[str], bool],
     callers = getattr(getattr(is_user, "__self__", None), "caller_modules", None)
     if not callers:
         return _user_modules_cache[2]
-    return [name for name in _user_modules_cache[2] if name not in callers or name in referenced]
+    return [name for name in _user_modules_cache[2] if name not in callers
+            or name in referenced or name.rpartition(".")[0] in referenced]
 
 
 def referenced_modules(namespace: dict[str, Any] | None) -> frozenset[str]:
-    """Names of the modules a namespace refers to: modules bound in it (``import helpers``)
-    and the modules of the functions and classes bound in it (``from helpers import f``)."""
+    """Names of the modules a namespace refers to: modules bound in it (``import helpers``;
+    ``import pkg.sub`` binds ``pkg``, whose direct submodules count as referred to) and the
+    modules of the functions and classes bound in it (``from helpers import f``)."""
     if not namespace:
         return frozenset()
     out = set()
