@@ -12,6 +12,7 @@ tests start; a value the caller sets is kept.
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -28,9 +29,10 @@ def _cuda_available() -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     # a plugin may have imported torch before this file: set its thread count as well
-    torch = __import__("sys").modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    torch = sys.modules.get("torch")
+    threads = os.environ["OMP_NUM_THREADS"]
+    if torch is not None and threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
