@@ -179,7 +179,8 @@ def test_in_place_update_does_not_make_a_fresh_local_accumulate(tmp_path):
     looped = FRESH.replace("    x = torch.randn(", "    for _ in range(9):\n            x = torch.cat([x, torch.randn(") \
         .replace(", 64)\n", ", 64)])\n")
     assert "for _ in range(9)" in looped
-    assert not _fresh(_write(tmp_path, looped))
+    (tmp_path / "looped").mkdir()  # another file: parsed trees are cached by path and mtime
+    assert not _fresh(_write(tmp_path / "looped", looped))
 
 
 CALLEE = """
