@@ -3,8 +3,9 @@ runs one intra-op thread per test process.
 
 The suite runs as ``pytest -n 2``: two worker processes, each starting scripts in
 subprocesses. With torch's default of one OpenMP thread per core in every one of them, the
-threads outnumber the cores and spin waiting for each other: the same two test files took
-195 s that way and 90 s with one thread per process on a 2-core machine. The variable is
+threads outnumber the cores and spin waiting for each other: ``python -m pytest -q -n 2
+--dist loadfile tests/doctor/test_probe.py tests/doctor/test_verify.py`` took 195 s that
+way and 90 s with ``OMP_NUM_THREADS=1`` on a 2-core machine. The variable is
 set before torch is imported here and is inherited by the workers and by every script the
 tests start; a value the caller sets is kept.
 """

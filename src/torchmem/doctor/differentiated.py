@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 
 from torchmem.doctor.source import Statement, _matches, load_tree, parse_path
+from torchmem.doctor.source_flow import function_parameters
 
 __all__ = ["differentiating_call", "tensor_method_call"]
 
@@ -80,9 +81,7 @@ def _scope(tree: ast.Module, stmt: Statement, wanted: list[str]) -> ast.AST:
 def _local(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
     """Whether ``name`` is a local of ``function``: an argument or bound in its body, not
     declared ``global``/``nonlocal`` (else it is the module's or an outer function's)."""
-    args = function.args
-    if name in [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                *(x for x in (args.vararg, args.kwarg) if x))]:
+    if name in function_parameters(function):
         return True
     for node in ast.walk(function):
         if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:

@@ -23,6 +23,7 @@ from typing import Sequence
 
 from torchmem.doctor.culprit import PathStats
 from torchmem.doctor.source import Statement, find_statements, load_tree
+from torchmem.doctor.source_flow import function_parameters
 
 __all__ = ["rebound_fresh"]
 
@@ -68,13 +69,8 @@ def _parameter_only(file: str, function: str, name: str) -> bool:
         return False
     defs = [n for n in ast.walk(parsed[0]) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and n.name == function]
-    return bool(defs) and all(_parameter(d, name) and not _bound_in_body(d, name) for d in defs)
-
-
-def _parameter(d: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
-    a = d.args
-    return name in [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs,
-                                     *(v for v in (a.vararg, a.kwarg) if v))]
+    return bool(defs) and all(name in function_parameters(d) and not _bound_in_body(d, name)
+                              for d in defs)
 
 
 def _bound_in_body(d: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:

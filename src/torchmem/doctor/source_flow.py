@@ -21,12 +21,19 @@ import ast
 import functools
 from typing import Callable, Sequence
 
-__all__ = ["derived_names", "handed_parameters", "own_nodes"]
+__all__ = ["derived_names", "function_parameters", "handed_parameters", "own_nodes"]
 
 #: calls followed from the culprit's own function into the functions it is handed to
 MAX_HOPS = 3
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def function_parameters(d: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> list[str]:
+    """Every parameter name of ``d``: positional, keyword-only, ``*args`` and ``**kwargs``."""
+    a = d.args
+    return [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs,
+                            *(v for v in (a.vararg, a.kwarg) if v))]
 
 
 def own_nodes(body: Sequence[ast.AST]) -> list[ast.AST]:
