@@ -183,7 +183,7 @@ def call_kind(self: Flow, node: ast.Call) -> int:
                 return MODULES
             if attr in ("named_modules", "named_children"):
                 return MODULES | NAMED
-            return 0
+            return _method_of_file(self, node)  # model.compute_loss(out, y) of this file
         if recv & VALUE:
             typed = recv & TYPED and not recv & CONTAINER and attr not in TUPLE_RESULTS
             if attr == "pin_memory":
@@ -229,6 +229,17 @@ def call_kind(self: Flow, node: ast.Call) -> int:
 def _imported_kind(self: Flow, node: ast.Call) -> int:
     """Kind of a call to a function imported from another file of the linted tree, from
     its summary (0 when it is not one, or returns nothing graph-related)."""
+    summaries = self.ctx.summaries
+    if summaries is None:
+        return 0
+    summary = summaries.summarize(node, self)
+    return summary.returns if summary is not None else 0
+
+
+def _method_of_file(self: Flow, node: ast.Call) -> int:
+    """Kind of ``model.method(...)`` for a model whose class the summaries resolve (a
+    method of a module class of the linted tree, ``model.compute_loss(scores, y)``), from
+    the method's summary; 0 when it cannot be resolved."""
     summaries = self.ctx.summaries
     if summaries is None:
         return 0

@@ -39,6 +39,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from torchmem.lint.callbacks import GIVEN_GRAPHS
 from torchmem.lint.calls import call_kind, is_forward
 from torchmem.lint.facts import FunctionFacts, key_of, target_keys
 from torchmem.lint.kinds import (
@@ -71,6 +72,7 @@ from torchmem.lint.knowledge import (
     LOADER_NAME,
     OPTIMIZER_NAME,
     SCALAR_ATTRS,
+    TARGET_NAME,
     is_model_name,
     last_name,
 )
@@ -299,7 +301,13 @@ class Flow:
                     self.bind(elt, sub)
             else:
                 each: Shape = flatten(shape) & ~CONTAINER
+                given = each & GRAPH and self.ctx.scratch.get(GIVEN_GRAPHS)
                 for elt in elts:
+                    if given and type(elt) is ast.Name and TARGET_NAME.match(elt.id):  # type: ignore[attr-defined]
+                        # y_pred, y = output of a metric's update(output: tuple[Tensor,
+                        # Tensor]): the target of the pair is data, not a graph
+                        self.bind(elt, (each & ~(GRAPH | ACT)) | TENSOR)
+                        continue
                     self.bind(elt, each)
         elif t is ast.Starred:
             self.bind(target.value, shape)  # type: ignore[attr-defined]

@@ -6,6 +6,10 @@ training loop: :func:`attribute_classes` tells the summaries that ``self.losses`
 instance. An attribute counts only when every assignment to it in the class's own
 methods constructs the same class, of this file or imported from another file of the tree
 (``"@utils.AverageMeter"``, resolved later, like a local ``meter = AverageMeter()``).
+
+:func:`module_instances` does the same for the names of a script's top level
+(``train_util = Trainer(model)`` under ``if __name__ == "__main__":``, used by a function
+of the file that does not bind the name itself).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.dataflow import Flow
     from torchmem.lint.summaries import Summaries
 
-__all__ = ["attribute_class", "attribute_classes"]
+__all__ = ["attribute_class", "attribute_classes", "module_instances"]
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -64,6 +68,56 @@ def attribute_classes(cls: ast.ClassDef, local: Mapping[str, ast.ClassDef],
                         made = _constructed(value, local, imports) if sub is target else None
                         attr = sub.attr
                         seen[attr] = made if attr not in seen or seen[attr] == made else None
+    return {k: v for k, v in seen.items() if v}
+
+
+def module_instances(tree: ast.Module, local: Mapping[str, ast.ClassDef]) -> dict[str, str]:
+    """``{"train_util": "FasterRCNNTrainer"}`` for the names that every binding at the top
+    level of ``tree`` (outside functions and classes, inside ``if``/``with``/``try``/loops)
+    binds to an instance of one class of the file; a name also bound otherwise there (a
+    loop or ``with`` target, an import, another value) is left out."""
+    seen: dict[str, str | None] = {}
+
+    def bind(target: ast.AST, made: str | None) -> None:
+        for sub in walk(target):
+            if type(sub) is ast.Name:
+                name = sub.id
+                mine = made if sub is target else None
+                seen[name] = mine if name not in seen or seen[name] == mine else None
+
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        t = type(node)
+        if t in _FUNCS or t is ast.ClassDef:
+            seen[node.name] = None  # type: ignore[attr-defined]
+            continue
+        if t is ast.Assign:
+            made = _constructed(node.value, local, {})  # type: ignore[attr-defined]
+            for target in node.targets:  # type: ignore[attr-defined]
+                bind(target, made)
+        elif t is ast.AnnAssign or t is ast.AugAssign:
+            value = node.value if t is ast.AnnAssign else None  # type: ignore[attr-defined]
+            bind(node.target, _constructed(value, local, {}))  # type: ignore[attr-defined]
+        elif t is ast.For or t is ast.AsyncFor:
+            bind(node.target, None)  # type: ignore[attr-defined]
+        elif t is ast.With or t is ast.AsyncWith:
+            for item in node.items:  # type: ignore[attr-defined]
+                if item.optional_vars is not None:
+                    bind(item.optional_vars, None)
+        elif t is ast.Import or t is ast.ImportFrom:
+            for alias in node.names:  # type: ignore[attr-defined]
+                seen[(alias.asname or alias.name).partition(".")[0]] = None
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(node, name, None)
+            if block.__class__ is list:
+                for item in block:
+                    if type(item) is ast.ExceptHandler:
+                        if item.name:
+                            seen[item.name] = None
+                        todo.extend(item.body)
+                    else:
+                        todo.append(item)
     return {k: v for k, v in seen.items() if v}
 
 

@@ -8,19 +8,22 @@ that call (and the call site's grad mode), memoised per ``(callee, argument kind
 - ``returns``: the kind of what the callee returns (a loss computed by ``self.step(batch)``,
   ``return loss * n``, ``return loss, logging_output``);
 - ``stores``: the ``self.*`` containers the callee adds a graph-carrying value to
-  (``self.sum += val``, ``self.outputs.append(log)``), with the line that does it.
+  (``self.sum += val``, ``self.sums[key] += val``, ``self.outputs.append(log)``), with the
+  line that does it.
 
 Calls it resolves: ``self.method(...)`` inside a class (to that class's method),
 ``helper(...)`` (to a top-level function of the file), ``obj.method(...)`` where ``obj``
 was assigned an instance of a class of the file in the same function
-(``meter = Metric(); ... meter.update(loss)``), and top-level functions imported from
+(``meter = Metric(); ... meter.update(loss)``; a model of the file too:
+``model.compute_loss(out, y)``) or only ever at the script's top level (read by a function
+that does not bind the name), ``self.attr.method(...)`` when every assignment of
+``self.attr`` constructs one class (:mod:`torchmem.lint.instances`), and top-level functions imported from
 other files of the tree (:mod:`torchmem.lint.imported`; walked in their own file's
 context). Nested calls are summarised in turn, up to :data:`MAX_DEPTH` levels; recursion
 stops at a function already being summarised.
 
 Known limitations:
-    Classes of other files, methods reached through attributes set elsewhere
-    (``self.metric.update(x)`` where ``self.metric = Metric()`` in ``__init__``), bound-method
+    Instances kept in nested containers (``self.stats[name][key].update(v)``), bound-method
     aliases, callbacks and hooks are not resolved: such calls keep the "unknown" kind.
 """
 
@@ -33,8 +36,9 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 from torchmem.lint.callbacks import GIVEN_GRAPHS, callback_summary, class_tensor_callables
 from torchmem.lint.facts import key_of
 from torchmem.lint.flags import call_flags
+from torchmem.lint.folds import INPLACE_UPDATES, folded_state
 from torchmem.lint.imported import imported_from
-from torchmem.lint.instances import attribute_class
+from torchmem.lint.instances import attribute_class, module_instances
 from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
 from torchmem.lint.knowledge import STEP_FUNCTIONS
 from torchmem.lint.stored import keeps_graph
@@ -100,6 +104,8 @@ class Summaries:
                 self.functions[stmt.name] = stmt
             elif isinstance(stmt, ast.ClassDef):
                 self.classes[stmt.name] = stmt
+        #: top-level names bound only to an instance of a class of the file
+        self.module_instances = module_instances(tree, self.classes)
         self._memo: dict[tuple[int, tuple[tuple[str, int], ...], bool], Summary | None] = {}
         self._active: list[int] = []
         self._class_attrs: dict[int, dict[str, int]] = {}
@@ -156,7 +162,8 @@ class Summaries:
                     return None
                 found = self.imported(f"{flow.ctx.imports[owner]}.{attr}")
                 return _Callee(found[0], None, False, found[1]) if found else None
-            cls_name = flow.ctx.fn.class_name if owner == "self" else flow.instances.get(owner)
+            cls_name = flow.ctx.fn.class_name if owner == "self" else (
+                flow.instances.get(owner) or self.global_instance(owner, flow))
         if cls_name and cls_name.startswith("@"):  # meter = AverageMeter() of another file
             if not self.follow_imports or not (evaluation or _step_loop(flow)):
                 return None
@@ -174,45 +181,16 @@ class Summaries:
         method = self._method(cls, attr)
         return _Callee(method, cls, True) if method is not None else None
 
-    def trains(self, loop: ast.AST, class_name: str | None) -> bool:
-        """Whether the body of ``loop`` calls a function of this file that runs
-        ``backward()`` or an optimizer step (``self._backward(loss)``, ``train_step(b)``):
-        then the loop is a training loop although its own body has no backward."""
-        memo = self._trains
-        if id(loop) in memo:
-            return memo[id(loop)]
-        memo[id(loop)] = False
-        found = False
-        for node in ast.walk(loop):
-            if type(node) is not ast.Call:
-                continue
-            func = node.func
-            target = None
-            if type(func) is ast.Name:
-                target = self.functions.get(func.id)
-                if target is None and self.walker is not None:
-                    other = self.imported(self.walker.ctx.imports.get(func.id))
-                    target = other[0] if other else None
-            elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
-                    func.value.id == "self" and class_name in self.classes:
-                target = self._method(self.classes[class_name], func.attr)  # type: ignore[index]
-            if target is not None and self._runs_backward(target):
-                found = True
-                break
-        memo[id(loop)] = found
+    def global_instance(self, name: str, flow: Flow) -> str | None:
+        """The class of the instance a top-level name of the file holds
+        (:func:`~torchmem.lint.instances.module_instances`), for a function that reads the
+        name without binding it itself (``train_util.train_step(...)`` in a function,
+        ``train_util = Trainer(...)`` under ``if __name__ == "__main__":``)."""
+        found = self.module_instances.get(name)
+        facts = flow.facts
+        if found is None or name in facts.assigned or name in facts.params:
+            return None
         return found
-
-    def _runs_backward(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        from torchmem.lint.gather import calls_autograd_grad, gather
-
-        cached = self._backward.get(id(node))
-        if cached is None:
-            facts = gather(node.body, lambda n: None)
-            # `torch.autograd.grad(...)` differentiates as `backward()` does (a saliency
-            # method's `_getGradients`): it needs the graph its forward records
-            cached = facts.has_backward or facts.has_step or calls_autograd_grad(node)
-            self._backward[id(node)] = cached
-        return cached
 
     # -- summarising --------------------------------------------------------------
     def summarize(self, call: ast.Call, flow: Flow, evaluation: bool = False
@@ -266,13 +244,23 @@ class Summaries:
                               if type(value) is ast.Tuple else None)  # type: ignore[attr-defined]
 
         def on_augassign(stmt: ast.AugAssign, c: Context) -> None:
-            key = key_of(stmt.target) or ""
+            target = stmt.target  # self.sum += val, self.sums[key] += val
+            key = key_of(target.value if type(target) is ast.Subscript else target) or ""
             if type(stmt.op) is ast.Add and key.startswith("self.") and \
                     keeps_graph(stmt.value, c):
                 stores.append((key, stmt.lineno))
                 kept.append((stmt.value, c.kind(stmt.value)))
+            elif type(stmt.op) is not ast.Add:
+                on_fold(stmt, c)  # self.m *= d ... with a graph
+
+        def on_fold(stmt: ast.AST, c: Context) -> None:
+            found = folded_state(stmt, c)  # self.memory = m * self.memory + (1 - m) * x
+            if found is not None:
+                stores.append((f"self.{found[0]}", stmt.lineno))  # type: ignore[attr-defined]
+                kept.append((found[1], c.kind(found[1])))
 
         def on_assign(stmt: ast.Assign, c: Context) -> None:
+            on_fold(stmt, c)
             for target in stmt.targets:
                 if type(target) is ast.Subscript and not isinstance(target.slice, ast.Constant):
                     key = key_of(target.value) or ""
@@ -289,6 +277,8 @@ class Summaries:
                     inner = self.summarize(expr, c.fn.flow)
                     if inner is not None and inner.forwards:
                         forwards.append(expr)
+            if type(func) is ast.Attribute and func.attr in INPLACE_UPDATES:
+                on_fold(expr, c)  # self._avg.add_(rate * (x - self._avg))
             if type(func) is ast.Attribute and func.attr in _ADD_METHODS and expr.args:
                 key = key_of(func.value) or ""
                 if key.startswith("self.") and keeps_graph(expr.args[-1], c):

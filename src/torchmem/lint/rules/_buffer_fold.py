@@ -11,7 +11,8 @@ registered with ``register_buffer`` in the class or a base class of the file, or
 statistic inherited from a torch normalisation layer (``class MyBN(nn.BatchNorm2d)``), that
 decays its old value as a running statistic does (an in-place chain with
 ``mul_`` or ``lerp_``: ``self.m.mul_(1 - k).add_(x)``; ``self.m = (1 - k) * self.m + ...``,
-``self.m.copy_((1 - k) * self.m + ...)``;
+``self.m.copy_((1 - k) * self.m + ...)``; ``self.m = lerp(self.m, x, k)`` through a helper of
+the file that updates its argument in place, ``old.lerp_(new, 1 - k)``;
 a plain running sum ``self.m = self.m + x`` is not read), in ``forward`` of an ``nn.Module`` class that is a layer inside a trained network, whose
 inputs are activations with a graph: it has parameters of its own, derives from a torch
 normalisation layer, or another class of the file builds it (a module without parameters
@@ -28,13 +29,14 @@ import ast
 from typing import TYPE_CHECKING
 
 from torchmem.lint.facts import key_of
+from torchmem.lint.folds import helper_updates
 from torchmem.lint.kinds import LEAF
 from torchmem.lint.knowledge import last_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
 
-__all__ = ["buffer_fold"]
+__all__ = ["buffer_fold", "cuts_graph"]
 
 _SCRATCH = "buffer_fold"
 _INPLACE = frozenset({"add_", "sub_", "mul_", "div_", "copy_", "lerp_", "addcmul_",
@@ -174,7 +176,15 @@ def _from_input(expr: ast.AST, params: frozenset[str], defs: dict[str, list[ast.
     return False
 
 
-def _cut(fn: ast.AST, name: str) -> bool:
+def _helper_args(value: ast.expr, ctx: Context) -> list[ast.expr]:
+    """The arguments that ``value``, a call to a helper of the file, updates in place
+    (``lerp(self.embed_avg, embed_sum, self.decay)`` where ``lerp`` runs ``old.lerp_(...)``)."""
+    if type(value) is not ast.Call or ctx.summaries is None:
+        return []
+    return helper_updates(value, ctx.summaries.functions)  # type: ignore[arg-type]
+
+
+def cuts_graph(fn: ast.AST, name: str) -> bool:
     """Whether ``fn`` detaches the buffer itself (``self.name = self.name.detach()``,
     ``self.name.detach_()``): each call then drops the previous call's graph."""
     for node in ast.walk(fn):
@@ -223,8 +233,9 @@ def buffer_fold(node: ast.AST, ctx: Context) -> tuple[str, ast.expr] | None:
         name = _buffer(target, memo[id(cls)], values)  # type: ignore[arg-type]
     else:
         attr = _self_attribute(target)
-        name = attr if attr in memo[id(cls)] and _decayed(values[0], attr) else None
-    if name is None or _cut(fn.node, name):
+        name = attr if attr in memo[id(cls)] and (_decayed(values[0], attr) or any(
+            _is_self(a, attr) for a in _helper_args(values[0], ctx))) else None
+    if name is None or cuts_graph(fn.node, name):
         return None
     args = fn.node.args  # type: ignore[attr-defined]
     params = frozenset(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from torchmem.lint.facts import key_of, mentions
 from torchmem.lint.knowledge import STEP_FUNCTIONS
+from torchmem.lint.step_calls import loop_trains
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
@@ -223,7 +224,7 @@ def trains(loop: LoopState, ctx: Context) -> bool:
     if loop.training:
         return True
     summaries = ctx.summaries
-    return summaries is not None and summaries.trains(loop.node, ctx.fn.class_name)
+    return summaries is not None and loop_trains(summaries, loop.node, ctx.fn.class_name)
 
 
 def fresh(value: ast.AST, loops: list[LoopState]) -> bool:

@@ -37,6 +37,7 @@ from torchmem.lint.knowledge import (
 from torchmem.lint.rules._base_hooks import base_hook
 from torchmem.lint.rules._common import describe
 from torchmem.lint.rules._fates import DROPPED, walker
+from torchmem.lint.step_calls import runs_backward
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context
@@ -225,6 +226,6 @@ def _calls_backward(body: list[ast.AST], ctx: Context) -> bool:
     for node in body:
         if type(node) is ast.Call:
             callee = summaries.resolve(node.func, ctx.flow)
-            if callee is not None and summaries._runs_backward(callee.node):
+            if callee is not None and runs_backward(summaries, callee.node):
                 return True
     return False

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.children import all_statements
 from torchmem.lint.facts import mode_flag
+from torchmem.lint.step_calls import runs_backward
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.context import Context
@@ -97,7 +98,7 @@ def _trains(call: ast.Call, ctx: Context, cls: str | None) -> bool:
     elif type(func) is ast.Attribute and type(func.value) is ast.Name and \
             func.value.id == "self" and cls in summaries.classes:
         target = summaries._method(summaries.classes[cls], func.attr)  # type: ignore[index]
-    return target is not None and summaries._runs_backward(target)
+    return target is not None and runs_backward(summaries, target)
 
 
 def _analyse(fn: ast.AST, params: frozenset[str], ctx: Context, cls: str | None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from torchmem.lint.dataflow import GRAPH, VALUE
 from torchmem.lint.registry import Rule, register
+from torchmem.lint.step_calls import runs_backward
 from torchmem.lint.rules._common import accumulation, describe
 from torchmem.lint.rules._common import fresh as _fresh
 from torchmem.lint.rules._common import trains as _trains
@@ -202,7 +203,7 @@ class EvalWithoutNoGrad(Rule):
         callee = summaries.resolve(node.func, ctx.flow, evaluation=True)
         if callee is None:
             return inference_method(node, ctx)
-        if summaries._runs_backward(callee.node):
+        if runs_backward(summaries, callee.node):
             return False
         if abstract_eval_method(node, callee.node):
             return True  # a stub here, overridden out of sight

@@ -27,6 +27,7 @@ from torchmem.lint.rules._accumulations import (
 )
 from torchmem.lint.rules._buffer_fold import buffer_fold
 from torchmem.lint.rules._logged_loss import logged_loss
+from torchmem.lint.rules._state_fold import state_fold
 from torchmem.lint.rules._callee_stores import (
     accumulating_method,
     callee_store,
@@ -77,7 +78,14 @@ class GraphAccumulation(Rule):
         Also flags a call in such a loop that hands a graph-carrying value to a method of a
         class of the same file, or imported from another file of the tree, which keeps it
         on its object (``meter.update(loss)`` or ``self.meter.update(loss)`` where
-        ``update`` does ``self.sum += val``), and a public method of a plain class (not an
+        ``update`` does ``self.sum += val`` or ``self.sums[key] += val``, or folds it into
+        an attribute from the attribute's old value: ``self.memory = m * self.memory +
+        (1 - m) * x``, ``self.avg.add_(r * (x - self.avg))``); the object may be built in
+        the function, at the script's top level (``trainer = Trainer(...)`` under
+        ``if __name__ == "__main__":``) or be a model of the file whose own method
+        returns the value (``model.compute_loss(out, y)``). A method that folds a graph
+        it computes itself into such an attribute (``self._avg.add_(rate * (adv_sq -
+        self._avg))`` after a forward pass) is flagged at that statement. A public method of a plain class (not an
         ``nn.Module``) that adds values computed from its tensor-annotated parameters to
         ``self.*`` (a metric's ``update(self, output: tuple[Tensor, Tensor])`` doing
         ``self._sum += F.cross_entropy(y_pred, y)``): called from a training loop with a
@@ -99,7 +107,9 @@ class GraphAccumulation(Rule):
         buffer (registered in the class or a base class of the file, or a torch
         normalisation layer's running statistics; an item of it too) with recording on, in an update that decays the buffer's old value
         (``self.running_mean.mul_(1 - m).add_(mean * m)``,
-        ``self.running_var = (1 - m) * self.running_var + m * var``, no ``.detach()``):
+        ``self.running_var = (1 - m) * self.running_var + m * var``, or a helper of the
+        file that updates its argument in place, ``self.avg = lerp(self.avg, x, d)``; no
+        ``.detach()``):
         the buffer chains every call's graph onto its previous value. A function that
         returns the loss for backward as the first element of a tuple and, beside it, a
         dictionary of logged values holding that loss (``return loss, sample_size,
@@ -296,6 +306,22 @@ class GraphAccumulation(Rule):
                 f"module: each call chains its graph onto the buffer's previous value; fold "
                 f"a detached value (.detach()) or update the buffer under torch.no_grad()"))
 
+    def _check_fold(self, node: ast.AST, ctx: Context, before: int) -> None:
+        """A graph a method computes folded into its object's state (``_state_fold``),
+        unless this statement was reported already (``self.ema = 0.9 * self.ema + loss`` in
+        a training step is a running total :meth:`_check` reports)."""
+        if any(v.code == self.code for v in ctx.violations[before:]):
+            return
+        found = state_fold(node, ctx)
+        if found is not None:
+            name, value = found
+            ctx.report(self, value, (
+                f"'{describe(value)}' carries an autograd graph computed in "
+                f"{ctx.fn.name}() and is folded into 'self.{name}' together with its "  # type: ignore[union-attr]
+                f"previous value: each call chains its graph onto the attribute, which "
+                f"lives as long as the object, so every call's graph stays alive; fold a "
+                f"detached value (.detach()) or update 'self.{name}' under torch.no_grad()"))
+
     def visit_Return(self, node: ast.Return, ctx: Context) -> None:
         for value, loss, logs in logged_loss(node, ctx):
             v = describe(value)
@@ -309,12 +335,14 @@ class GraphAccumulation(Rule):
                 f"them; log a detached value (.detach(), or .item() for a scalar)"))
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> None:
+        before = len(ctx.violations)
         self._check_buffer(node, ctx)
         if type(node.func) is ast.Attribute and (ctx.loops or per_call(ctx)):
             self._check(node, ctx)
             self._check_callee(node, ctx)
         elif type(node.func) is ast.Attribute and maybe_called_step(node, ctx):
             self._check(node, ctx)
+        self._check_fold(node, ctx, before)
 
     def enter_function(self, state: FunctionState, ctx: Context) -> None:
         """A method that accumulates its tensor arguments on its object (a metric's
@@ -340,11 +368,15 @@ class GraphAccumulation(Rule):
             ctx.report(self, value, msg, fix)
 
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> None:
+        before = len(ctx.violations)
         self._check_buffer(node, ctx)
         if ctx.loops or per_call(ctx) or maybe_called_step(node, ctx):
             self._check(node, ctx)
+        self._check_fold(node, ctx, before)
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> None:
+        before = len(ctx.violations)
         self._check_buffer(node, ctx)
         if ctx.loops or per_call(ctx) or maybe_called_step(node, ctx):
             self._check(node, ctx)
+        self._check_fold(node, ctx, before)
