@@ -11,7 +11,8 @@ registered with ``register_buffer`` in the class or a base class of the file, or
 statistic inherited from a torch normalisation layer (``class MyBN(nn.BatchNorm2d)``), that
 decays its old value as a running statistic does (an in-place chain with
 ``mul_`` or ``lerp_``: ``self.m.mul_(1 - k).add_(x)``; ``self.m = (1 - k) * self.m + ...``,
-``self.m.copy_((1 - k) * self.m + ...)``; ``self.m = lerp(self.m, x, k)`` through a helper of
+``self.m.copy_((1 - k) * self.m + ...)``; ``self.m.add_((1 - k) * x)`` after
+``self.m.mul_(k)`` in a statement of its own; ``self.m = lerp(self.m, x, k)`` through a helper of
 the file that updates its argument in place, ``old.lerp_(new, 1 - k)``;
 a plain running sum ``self.m = self.m + x`` is not read), in ``forward`` of an ``nn.Module`` class that is a layer inside a trained network, whose
 inputs are activations with a graph: it has parameters of its own, derives from a torch
@@ -130,10 +131,24 @@ def _is_self(node: ast.AST, name: str) -> bool:
         node.value.id == "self" and node.attr == name
 
 
-def _buffer(func: ast.Attribute, buffers: frozenset[str], args: list[ast.expr]) -> str | None:
+def _scaled_alone(fn: ast.AST, name: str) -> bool:
+    """Whether ``fn`` scales ``self.name`` in place in a statement of its own
+    (``self.running_var.mul_(m)`` before ``self.running_var.add_((1 - m) * var)``)."""
+    for node in ast.walk(fn):
+        if type(node) is ast.Expr and type(node.value) is ast.Call:
+            func = node.value.func
+            if type(func) is ast.Attribute and func.attr in ("mul_", "div_") and \
+                    _is_self(func.value, name):
+                return True
+    return False
+
+
+def _buffer(func: ast.Attribute, buffers: frozenset[str], args: list[ast.expr],
+            fn: ast.AST) -> str | None:
     """``name`` when ``func`` is an in-place update of ``self.name`` that decays its old
     value, a running statistic: ``self.name.mul_(1 - m).add_(...)``, ``.lerp_(...)``,
-    ``self.name.copy_((1 - m) * self.name + ...)``."""
+    ``self.name.copy_((1 - m) * self.name + ...)``, or an ``add_`` after the function
+    scaled the buffer in a statement of its own (``self.name.mul_(m)``)."""
     recv, decays = func.value, func.attr == "lerp_"
     while type(recv) is ast.Call and type(recv.func) is ast.Attribute and \
             recv.func.attr in _INPLACE:
@@ -141,7 +156,8 @@ def _buffer(func: ast.Attribute, buffers: frozenset[str], args: list[ast.expr]) 
         recv = recv.func.value
     if type(recv) is ast.Attribute and type(recv.value) is ast.Name and \
             recv.value.id == "self" and recv.attr in buffers and \
-            (decays or any(_decayed(a, recv.attr) for a in args)):
+            (decays or any(_decayed(a, recv.attr) for a in args) or (
+                func.attr in ("add_", "addcmul_") and _scaled_alone(fn, recv.attr))):
         return recv.attr
     return None
 
@@ -230,7 +246,7 @@ def buffer_fold(node: ast.AST, ctx: Context) -> tuple[str, ast.expr] | None:
     if not memo[id(cls)]:
         return None
     if type(node) is ast.Call:
-        name = _buffer(target, memo[id(cls)], values)  # type: ignore[arg-type]
+        name = _buffer(target, memo[id(cls)], values, fn.node)  # type: ignore[arg-type]
     else:
         attr = _self_attribute(target)
         name = attr if attr in memo[id(cls)] and (_decayed(values[0], attr) or any(
