@@ -41,6 +41,7 @@ from torchmem.lint.imported import imported_from
 from torchmem.lint.instances import attribute_class, module_instances
 from torchmem.lint.kinds import CONTAINER, GRAPH, TENSOR, TYPE, TYPED, VALUE
 from torchmem.lint.knowledge import STEP_FUNCTIONS
+from torchmem.lint.store_keys import varying_key
 from torchmem.lint.stored import keeps_graph
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -264,7 +265,8 @@ class Summaries:
             for target in stmt.targets:
                 if type(target) is ast.Subscript and not isinstance(target.slice, ast.Constant):
                     key = key_of(target.value) or ""
-                    if key.startswith("self.") and keeps_graph(stmt.value, c):
+                    if key.startswith("self.") and keeps_graph(stmt.value, c) and \
+                            varying_key(stmt, c):  # self.h[env] = h: one entry per key
                         stores.append((key, stmt.lineno))
                         kept.append((stmt.value, c.kind(stmt.value)))
 

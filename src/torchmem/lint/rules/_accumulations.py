@@ -27,7 +27,7 @@ from torchmem.lint.rules._common import (
     per_call,
 )
 from torchmem.lint.rules._element_backward import differentiated_sibling
-from torchmem.lint.rules._hook_keys import varying_key
+from torchmem.lint.store_keys import varying_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchmem.lint.engine import Context, FunctionState, LoopState
@@ -61,6 +61,8 @@ def graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list[
     if acc.how == "store" and ctx.no_grad and _tensor_target(node, ctx):
         return None  # stats[i] = loss under no_grad: a copy of the data, no graph
     loops = ctx.persistent_loops(acc.key)
+    if loops and _one_optimizer_step(loops, ctx):
+        return None  # summed over the sub-steps of one optimizer step, reset at the next
     if not loops and not (step_fn and (acc.key.startswith("self.") or is_hook(ctx) and
                                        outer_container(acc.key, ctx.fn))) and \
             not (called_step and _given(acc.key, ctx.fn)):
@@ -69,6 +71,20 @@ def graph_accumulation(node: ast.AST, ctx: Context) -> tuple[Accumulation, list[
     if acc.key in facts.backward_names():
         return None  # the container is summed into a loss: keeping the graph is the point
     return acc, loops, step_fn
+
+
+def _one_optimizer_step(loops: list[LoopState], ctx: Context) -> bool:
+    """Whether the loops a value persists across are the gradient-accumulation sub-steps
+    of one optimizer step: none of them steps an optimizer, and the loop around them, which
+    binds the value afresh on each of its iterations, does (``for i_iter in ...: total = 0;
+    for sub in range(iter_size): ...backward(); total += loss / iter_size`` then
+    ``optimizer.step()``). The value then holds at most one step's sub-batches, whose saved
+    activations their ``backward()`` freed."""
+    outer = len(ctx.loops) - len(loops) - 1
+    if outer < 0 or any(lp.facts.step for lp in loops) or not any(
+            lp.facts.backward for lp in loops):
+        return False
+    return ctx.loops[outer].facts.step
 
 
 def _called_step(ctx: Context) -> bool:

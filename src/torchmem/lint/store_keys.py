@@ -1,10 +1,12 @@
-"""Keys of ``d[k] = v`` stores in a forward hook: whether they change from call to call.
+"""Keys of ``d[k] = v`` stores in a function called again and again: whether they change
+from call to call.
 
 A forward hook that stores its output under a key (``self.hidden[device] = output``,
-``activation[name] = output`` with ``name`` fixed by the closure) overwrites the previous
-call's entry: the dictionary holds one graph per key, not one per forward pass. Only a key
-that changes with every call (a counter the file increments, ``len(d)``, ``next(it)``)
-makes the dictionary grow.
+``activation[name] = output`` with ``name`` fixed by the closure), or a method that keeps
+its argument under a key its caller passes (``self.lstm_h[env_id.start] = state``),
+overwrites the previous call's entry: the dictionary holds one value per key, not one per
+call. Only a key that changes with every call (a counter the file increments, ``len(d)``,
+``next(it)``) makes the dictionary grow.
 
 Known limitations:
     A counter is recognised by name only (a key the file increments with ``+=`` anywhere,
