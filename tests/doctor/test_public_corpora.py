@@ -18,7 +18,8 @@ eighth was scored: it shares no report with any other corpus) and
 report with any other corpus) and ``tests/doctor_corpus_holdout11`` (held out, built after the
 tenth was scored: it shares no report with any other corpus) and
 ``tests/doctor_corpus_holdout12`` (held out, built after the eleventh: it shares no report
-with any other corpus). Every script
+with any other corpus) and ``tests/doctor_corpus_holdout13`` (held out, built after the
+twelfth: it shares no report with any other corpus). Every script
 there is adapted from a
 public report (a GitHub issue or pull request, a forum thread, a repository at a given
 commit) and says so in its header. This checks the
@@ -52,7 +53,8 @@ CORPORA = {"public": (TESTS / "doctor_corpus_public", 40),
            "holdout9": (TESTS / "doctor_corpus_holdout9", 24),
            "holdout10": (TESTS / "doctor_corpus_holdout10", 24),
            "holdout11": (TESTS / "doctor_corpus_holdout11", 24),
-           "holdout12": (TESTS / "doctor_corpus_holdout12", 26)}
+           "holdout12": (TESTS / "doctor_corpus_holdout12", 26),
+           "holdout13": (TESTS / "doctor_corpus_holdout13", 24)}
 #: the corpora whose sources come from public reports, and the linter's recall corpora
 OTHER_SOURCES = [TESTS / "doctor_corpus",
                  *sorted(p for p in (TESTS.parent / "benchmarks").glob("lint_recall*") if p.is_dir())]
@@ -141,7 +143,10 @@ EARLIER = {"holdout2": ("public", "holdout"), "holdout3": ("public", "holdout", 
                          "holdout6", "holdout7", "holdout8", "holdout9", "holdout10"),
            "holdout12": ("public", "holdout", "holdout2", "holdout3", "holdout4", "holdout5",
                          "holdout6", "holdout7", "holdout8", "holdout9", "holdout10",
-                         "holdout11")}
+                         "holdout11"),
+           "holdout13": ("public", "holdout", "holdout2", "holdout3", "holdout4", "holdout5",
+                         "holdout6", "holdout7", "holdout8", "holdout9", "holdout10",
+                         "holdout11", "holdout12")}
 
 
 @pytest.mark.parametrize("name", sorted(EARLIER))
