@@ -43,6 +43,10 @@ def _line(script: Path, text: str) -> int:
     # ... in a post-processing function, while a dict keeps each step's features (which
     # the dict's item assignment does not write into): the script's one such write
     ("inplace_view_postprocess.py", "x", "x[:, 5:] *=", "the only such write in the script"),
+    # a whole tensor written in place from a product that saved it (pytorch#105147's
+    # `a += a * y`): the one such write, not the input whose old values the graphs keep
+    ("inplace_scaled_by_itself.py", "weights", "weights += weights *",
+     "computed from `weights` itself"),
 ])
 def test_a_cycle_inside_autograd_is_named(script, culprit, marker, evidence, tmp_path: Path):
     path = SCRIPTS / script

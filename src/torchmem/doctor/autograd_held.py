@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 from torchmem.doctor.hook_cycles import self_hook_site
 from torchmem.doctor.pathstats import PathStats, Snapshot
-from torchmem.doctor.self_view_writes import self_view_writes
+from torchmem.doctor.self_view_writes import self_view_writes, self_writes
 from torchmem.doctor.source import Statement, _reads, find_statements, load_tree, parse_path
 from torchmem.doctor.statement_rank import best_statement
 from torchmem.model.capture import Culprit, Finding, Growth
@@ -177,7 +177,7 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
     files = _files(stats)
     hooked = last.self_held > first.self_held
     stmt = _hooks_site(files) if hooked else None
-    in_place = False
+    in_place = whole = False
     written = None
     self_hook = None
     elsewhere = None
@@ -190,6 +190,9 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
         self_hook = None if in_place or written else self_hook_site(files)
         # the one write into a tensor from a view of itself elsewhere in the script
         views = [] if in_place or written or self_hook else self_view_writes(files)
+        whole = not views and not (in_place or written or self_hook)
+        if whole:  # a += a * y: the product saved `a`, the in-place add made it its output
+            views = self_writes(files)
         elsewhere = views[0] if len(views) == 1 else None
         stmt = self_hook[0] if self_hook else written or elsewhere or best_statement(
             found or find_statements(path, files), "container", function=stats.function,
@@ -238,17 +241,20 @@ def autograd_held_findings(snaps: Sequence[Snapshot], growth: Growth | None, ste
                f"(keep the handle `{stmt.method}` returns and call `handle.remove()`) "
                f"(line {stmt.line}: `{stmt.code}`)")
     elif in_place and stmt is not None:
+        saved = (f"`{path}` itself, the graph saved `{path}`" if elsewhere is not None and whole
+                 else f"a view of `{path}`, the graph saved that view, the view keeps `{path}`")
         evidence.append(f"`{stmt.code}` (line {stmt.line}) writes into `{path}` in place while "
-                        f"autograd records it: when what is written was computed from a view "
-                        f"of `{path}`, the graph saved that view, the view keeps `{path}`, "
-                        f"and `{path}`'s grad_fn leads back to the graph"
+                        f"autograd records it: when what is written was computed from "
+                        f"{saved}, and `{path}`'s grad_fn leads back to the graph"
                         + (f"; it is the only such write in the script (in `{stmt.function}`),"
                            f" and `{path_held}` held what the cycle keeps"
                            if elsewhere is not None else ""))
         fix = (f"compute what line {stmt.line} writes under `with torch.no_grad():` when no "
-               f"gradient has to flow through it (a target value), or build `{path}` out of "
-               "place (`torch.stack`/`torch.cat` of the parts) instead of writing into it "
-               "from a view of itself")
+               f"gradient has to flow through it (a target value), or " + (
+                   f"write it out of place (`{path} = {path} + ...` instead of `{path} += ...`)"
+                   if elsewhere is not None and whole else
+                   f"build `{path}` out of place (`torch.stack`/`torch.cat` of the parts) "
+                   "instead of writing into it from a view of itself"))
     elif written is not None:
         evidence.append(f"`{written.code}` (line {written.line}) writes a value computed from "
                         f"`{path}` into `{written.target}` in place while autograd records it: "
