@@ -263,3 +263,24 @@ def test_a_container_whose_items_are_replaced_names_the_replacement(tmp_path):
     found = find_statements("opt.state", [str(path)])
     assert best_statement(found, "chain").line == 4  # appends first, by default
     assert best_statement(found, "chain", replaced=True).line == 8
+
+
+def test_a_rebinding_to_its_own_value_reshaped_links_nothing(tmp_path):
+    # a player's state computed from the recurrent state, then viewed in another shape:
+    # the view reads the old name but joins no other value; the statement before it, which
+    # computes the state from the recurrent state, links the chain (sheeprl#198)
+    path = tmp_path / "player.py"
+    path.write_text(textwrap.dedent("""
+        class Player:
+            def act(self, obs):
+                self.recurrent = self.rnn(self.stochastic, self.recurrent)
+                _, self.stochastic = self.represent(self.recurrent, obs)
+                self.stochastic = self.stochastic.view(*self.stochastic.shape[:-2], -1)
+                self.hidden = self.hidden.view(1, -1) + self.encode(obs)
+    """))
+    found = find_statements("player.stochastic", [str(path)])
+    assert {s.line: s.kind for s in found} == {5: "rebind", 6: "assign"}
+    assert best_statement(found, "chain", function="act").line == 5
+    # a value that adds another to the reshaped old value links it: still preferred
+    hidden = find_statements("player.hidden", [str(path)])
+    assert best_statement(hidden, "chain", function="act").line == 7

@@ -80,10 +80,12 @@ def best_statement(statements: list[Statement], want: str = "container",
     for s in statements:
         if s.kind not in order:
             continue
+        kind = "rebind" if want == "chain" and s.kind == "assign" and reshapes_only(s) \
+            else s.kind  # x = x.view(...) passes the graph on, links nothing new
         score = (
             0 if s.value in _INITIAL else 1,
             0 if not s.in_loop and (s.file, s.function) in looping else 1,
-            -order.index(s.kind),
+            -order.index(kind if kind in order else s.kind),
             1 if near is not None and same_loop(s, near) else 0,
             1 if brings_graph and s.brings else 0,
             1 if s.in_loop else 0,
@@ -94,6 +96,30 @@ def best_statement(statements: list[Statement], want: str = "container",
         if best is None or score > best[0]:
             best = (score, s)
     return best[1] if best else None
+
+
+#: tensor methods that give the same values in another shape, type or place
+_RESHAPES = frozenset({"view", "reshape", "flatten", "squeeze", "unsqueeze", "permute",
+                       "transpose", "contiguous", "float", "double", "half", "to", "view_as",
+                       "reshape_as", "expand", "expand_as", "t", "movedim"})
+
+
+def reshapes_only(s: Statement) -> bool:
+    """Whether ``s`` rebinds its target to its own value in another shape or type
+    (``self.state = self.state.view(n, -1)``): such a statement passes the old value's graph
+    on but joins no other value to it."""
+    if not s.value or not s.target:
+        return False
+    try:
+        node = ast.parse(s.value, mode="eval").body
+    except SyntaxError:
+        return False
+    if not isinstance(node, ast.Call):
+        return False
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in _RESHAPES:
+        node = node.func.value
+    return not isinstance(node, ast.Call) and ast.unparse(node) == s.target
 
 
 def _written(s: Statement) -> str | None:
