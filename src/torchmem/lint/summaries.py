@@ -17,9 +17,9 @@ was assigned an instance of a class of the file in the same function
 (``meter = Metric(); ... meter.update(loss)``; a model of the file too:
 ``model.compute_loss(out, y)``) or only ever at the script's top level (read by a function
 that does not bind the name), ``self.attr.method(...)`` when every assignment of
-``self.attr`` constructs one class (:mod:`torchmem.lint.instances`), and top-level functions imported from
-other files of the tree (:mod:`torchmem.lint.imported`; walked in their own file's
-context). Nested calls are summarised in turn, up to :data:`MAX_DEPTH` levels; recursion
+``self.attr`` constructs one class (:mod:`torchmem.lint.instances`), and top-level
+functions imported from other files of the tree (:mod:`torchmem.lint.imported`; walked in
+their own file's context). Nested calls are summarised in turn, up to :data:`MAX_DEPTH` levels; recursion
 stops at a function already being summarised.
 
 Known limitations:

@@ -85,8 +85,8 @@ class GraphAccumulation(Rule):
         ``if __name__ == "__main__":``) or be a model of the file whose own method
         returns the value (``model.compute_loss(out, y)``). A method that folds a graph
         it computes itself into such an attribute (``self._avg.add_(rate * (adv_sq -
-        self._avg))`` after a forward pass) is flagged at that statement. A public method of a plain class (not an
-        ``nn.Module``) that adds values computed from its tensor-annotated parameters to
+        self._avg))`` after a forward pass) is flagged at that statement. A public
+        method of a plain class (not an ``nn.Module``) that adds values computed from its tensor-annotated parameters to
         ``self.*`` (a metric's ``update(self, output: tuple[Tensor, Tensor])`` doing
         ``self._sum += F.cross_entropy(y_pred, y)``): called from a training loop with a
         loss or a model output, it keeps every call's graph. A callable given to
